@@ -1,0 +1,64 @@
+"""Alembic environment: the URL comes from settings (or the caller's connection)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from alembic import context
+from sqlalchemy import Connection
+
+from digest.models import Base
+
+config = context.config
+target_metadata = Base.metadata
+
+
+def _configure(connection: Connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        render_as_batch=connection.dialect.name == "sqlite",
+        compare_type=True,
+    )
+
+
+def _run(connection: Connection) -> None:
+    _configure(connection)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def _url() -> str:
+    url = config.get_main_option("sqlalchemy.url")
+    if url:
+        return url
+    from digest.config import load_settings
+
+    return load_settings().database_url
+
+
+async def _run_async() -> None:
+    from digest.db import make_engine
+
+    engine = make_engine(_url())
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(_run)
+    finally:
+        await engine.dispose()
+
+
+def run_migrations_online() -> None:
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        _run(connection)
+    else:
+        asyncio.run(_run_async())
+
+
+if context.is_offline_mode():
+    context.configure(url=_url(), target_metadata=target_metadata, literal_binds=True)
+    with context.begin_transaction():
+        context.run_migrations()
+else:
+    run_migrations_online()

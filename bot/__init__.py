@@ -1,0 +1,1 @@
+"""Chat adapters (Discord, Telegram). They import the core; the core never imports them."""
