@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     llm_model: str = "deepseek-chat"
     llm_daily_tokens: int = Field(200_000, ge=0)
     llm_top_events: int = Field(8, ge=0, le=50)
+    max_events: int = Field(12, ge=1, le=100)
+    include_prereleases: bool = False
+    score_weights: dict[str, float] = Field(default_factory=dict)
     llm_timeout: float = Field(60.0, gt=0)
 
     smtp_host: str | None = None

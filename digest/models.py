@@ -7,7 +7,7 @@ so SQLite and PostgreSQL behave alike.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -60,7 +60,11 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
-    type_annotation_map = {dt.datetime: UTCDateTime(), dict[str, Any]: JSON, list[str]: JSON}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        dt.datetime: UTCDateTime(),
+        dict[str, Any]: JSON,
+        list[str]: JSON,
+    }
 
 
 class Source(Base):
@@ -137,6 +141,10 @@ class Entry(Base):
     repo: Mapped[str | None] = mapped_column(String(256))
     tag: Mapped[str | None] = mapped_column(String(256))
     prerelease: Mapped[bool] = mapped_column(Boolean, default=False)
+    digest_id: Mapped[int | None] = mapped_column(
+        ForeignKey("digest.id", ondelete="SET NULL"), index=True
+    )
+    late: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
 class Event(Base):
@@ -233,6 +241,8 @@ class DigestEvent(Base):
     )
     rank: Mapped[int] = mapped_column(Integer)
     score: Mapped[float] = mapped_column(Float)
+    score_breakdown: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    layers: Mapped[list[str]] = mapped_column(default=list)
     updated: Mapped[bool] = mapped_column(Boolean, default=False)
 
 

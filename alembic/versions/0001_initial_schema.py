@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-29 21:27:53.213328
+Create Date: 2026-11-29 21:32:44.674416
 """
 
 from __future__ import annotations
@@ -123,6 +123,8 @@ def upgrade() -> None:
     sa.Column('event_id', sa.Integer(), nullable=False),
     sa.Column('rank', sa.Integer(), nullable=False),
     sa.Column('score', sa.Float(), nullable=False),
+    sa.Column('score_breakdown', sa.JSON(), nullable=False),
+    sa.Column('layers', sa.JSON(), nullable=False),
     sa.Column('updated', sa.Boolean(), nullable=False),
     sa.ForeignKeyConstraint(['digest_id'], ['digest.id'], name=op.f('fk_digest_event_digest_id_digest'), ondelete='CASCADE'),
     sa.ForeignKeyConstraint(['event_id'], ['event.id'], name=op.f('fk_digest_event_event_id_event'), ondelete='CASCADE'),
@@ -166,6 +168,9 @@ def upgrade() -> None:
     sa.Column('repo', sa.String(length=256), nullable=True),
     sa.Column('tag', sa.String(length=256), nullable=True),
     sa.Column('prerelease', sa.Boolean(), nullable=False),
+    sa.Column('digest_id', sa.Integer(), nullable=True),
+    sa.Column('late', sa.Boolean(), nullable=False),
+    sa.ForeignKeyConstraint(['digest_id'], ['digest.id'], name=op.f('fk_entry_digest_id_digest'), ondelete='SET NULL'),
     sa.ForeignKeyConstraint(['source_id'], ['source.id'], name=op.f('fk_entry_source_id_source'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_entry')),
     sa.UniqueConstraint('source_id', 'entry_key', name=op.f('uq_entry_source_id_entry_key'))
@@ -173,6 +178,7 @@ def upgrade() -> None:
     with op.batch_alter_table('entry', schema=None) as batch_op:
         batch_op.create_index('ix_entry_arxiv_id', ['arxiv_id'], unique=False)
         batch_op.create_index('ix_entry_canonical_url', ['canonical_url'], unique=False)
+        batch_op.create_index(batch_op.f('ix_entry_digest_id'), ['digest_id'], unique=False)
         batch_op.create_index('ix_entry_published', ['published'], unique=False)
 
     op.create_table('fetch_log',
@@ -237,6 +243,7 @@ def downgrade() -> None:
     op.drop_table('fetch_log')
     with op.batch_alter_table('entry', schema=None) as batch_op:
         batch_op.drop_index('ix_entry_published')
+        batch_op.drop_index(batch_op.f('ix_entry_digest_id'))
         batch_op.drop_index('ix_entry_canonical_url')
         batch_op.drop_index('ix_entry_arxiv_id')
 
