@@ -1,0 +1,34 @@
+"""The plain input of the analysis core: one feed entry, as values (no ORM, no I/O)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+
+@dataclass(frozen=True)
+class Item:
+    """One stored entry, reduced to what clustering, classification and scoring read."""
+
+    entry_id: int
+    source_key: str
+    source_name: str
+    source_weight: float
+    kind: str  # rss | atom | arxiv | github-releases
+    title: str
+    summary: str
+    url: str | None  # canonical url
+    links: tuple[str, ...] = ()
+    published: datetime | None = None
+    arxiv_id: str | None = None
+    arxiv_version: int | None = None
+    announce_type: str | None = None
+    doi: str | None = None
+    repo: str | None = None
+    tag: str | None = None
+    prerelease: bool = False
+
+    @property
+    def text(self) -> str:
+        """Title and summary, the text the classifier reads."""
+        return f"{self.title}\n{self.summary}"

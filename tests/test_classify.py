@@ -1,0 +1,235 @@
+"""Relevance, layers, news semantics and the taxonomy loader; quality floors on the labelled set."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from labelled import evaluate, load, split
+
+from digest.classify import classify, classify_items, is_news, is_prerelease
+from digest.errors import ConfigError
+from digest.items import Item
+from digest.layers import LAYER_IDS
+from digest.taxonomy import (
+    PhraseMatcher,
+    Taxonomy,
+    default_taxonomy_path,
+    figures,
+    load_taxonomy,
+)
+
+
+@pytest.fixture(scope="module")
+def taxonomy() -> Taxonomy:
+    return load_taxonomy()
+
+
+def item(title: str, summary: str = "", *, kind: str = "arxiv", key: str = "arxiv-cs.lg",
+         **extra: object) -> Item:
+    return Item(1, key, key, 0.6, kind, title, summary, None, **extra)  # type: ignore[arg-type]
+
+
+# --- the matcher
+
+
+@pytest.mark.parametrize(("phrase", "text", "found"), [
+    ("pass", "a new compiler pass", True),
+    ("pass", "two passes over the IR", True),
+    ("pass", "a compass and a passport", False),
+    ("tir", "lowered to TIR", True),
+    ("tir", "a satire of compilers", False),
+    ("autotun*", "Autotuning Triton kernels", True),
+    ("autotun*", "an auto tuning method", False),
+    ("all-reduce", "an all reduce collective", True),
+    ("all-reduce", "ALL-REDUCE", True),
+    ("torch.compile", "we call torch.compile() on the model", True),
+    ("torch.compile", "torch compile", False),
+    ("kernel", "hand-written kernels", True),
+    ("编译", "编译器自动化三线推进", True),
+    ("算子融合", "基于算子融合的优化", True),
+])
+def test_phrases_match_whole_words_case_insensitively(phrase: str, text: str, found: bool) -> None:
+    assert (phrase in PhraseMatcher([phrase]).find(text)) is found
+
+
+def test_figures_find_speedups_and_percentages_but_not_counts_or_isas() -> None:
+    text = "2.52x faster, 1.56 倍, 8.6× and 89% of roofline on 8x H100 for x86 and 4x4 tiles"
+    assert figures(text) == ["2.52x", "1.56x", "8.6x", "89%"]
+    assert figures("提升 2.86 倍性能，最高8.6x，延迟降低50%") == ["2.86x", "8.6x", "50%"]
+
+
+# --- relevance and layers
+
+
+def test_compiler_paper_is_relevant_with_ordered_layers(taxonomy: Taxonomy) -> None:
+    verdict = classify(item(
+        "Autotuning Triton Kernels for Hopper",
+        "We extend the Triton compiler with a cost model for autotuning tile sizes of GEMM "
+        "kernels and generate PTX for H100 GPUs.",
+    ), taxonomy)
+    assert verdict.relevant and 0 < verdict.relevance <= 1
+    assert verdict.layers == ("optimization", "kernel_codegen", "hardware_backend")
+    assert list(verdict.layers) == [lid for lid in LAYER_IDS if lid in verdict.layers]
+    assert "triton" in verdict.evidence["core"]
+
+
+def test_hardware_and_benchmark_words_alone_are_not_compiler_news(taxonomy: Taxonomy) -> None:
+    verdict = classify(item(
+        "Energy per Token of LLM Inference on H100 and MI300X",
+        "We benchmark throughput and latency on H100, A100 and MI300X GPUs: 2.4x, 1.8x, 35%.",
+    ), taxonomy)
+    assert not verdict.relevant
+    assert verdict.layers == ()
+    assert verdict.relevance == 0.0
+
+
+def test_general_ml_paper_using_gpus_is_not_relevant(taxonomy: Taxonomy) -> None:
+    verdict = classify(item(
+        "Adaptive Momentum for Large-Batch Training",
+        "We propose an optimizer that rescales Adam's momentum; fine-tuning LLaMA on 64 A100 "
+        "GPUs converges faster. We also write a custom CUDA kernel for the update.",
+    ), taxonomy)
+    assert not verdict.relevant
+    assert {"adam", "fine tun*"} <= set(verdict.evidence["negative"])
+
+
+def test_strong_compiler_evidence_outweighs_ml_context(taxonomy: Taxonomy) -> None:
+    verdict = classify(item(
+        "Compiling RL Post-Training Kernels",
+        "Reinforcement learning fine-tuning spends its time in attention kernels. We present a "
+        "compiler that lowers them through MLIR to Triton and generates PTX code.",
+    ), taxonomy)
+    assert verdict.relevant
+
+
+def test_compiler_project_feed_is_relevant_on_weak_text(taxonomy: Taxonomy) -> None:
+    weak = item("LLVM Weekly - #612", "This week: new contributors, a meetup and RFCs.",
+                kind="rss", key="llvm-weekly")
+    assert classify(weak, taxonomy).relevant
+    assert classify(weak, taxonomy).evidence["source_prior"] == ["llvm-weekly"]
+    release = item("v3.4.0", "Bug fixes.", kind="github-releases", key="gh-mine",
+                   repo="triton-lang/triton", tag="v3.4.0")
+    assert classify(release, taxonomy).relevant
+    unknown = item("v1.0.0", "Bug fixes.", kind="github-releases", key="gh-mine", repo="a/b")
+    assert not classify(unknown, taxonomy).relevant
+
+
+def test_benchmark_layer_needs_real_evaluation_evidence(taxonomy: Taxonomy) -> None:
+    thin = classify(item("An MLIR pass for loop fusion",
+                         "We add a loop fusion pass to MLIR and run a benchmark."), taxonomy)
+    assert "benchmark" not in thin.layers
+    rich = classify(item(
+        "An MLIR pass for loop fusion",
+        "We add a loop fusion pass to MLIR. On PolyBench it achieves a geometric mean speedup of "
+        "1.4x, up to 3.1x, and reduces memory traffic by 45% compared to the baseline.",
+    ), taxonomy)
+    assert "benchmark" in rich.layers
+
+
+def test_classify_items_reads_every_entry_of_an_event(taxonomy: Taxonomy) -> None:
+    paper = item("A new approach", "We study tensors.")
+    post = item("Blog: the approach explained", "It compiles through MLIR linalg and TVM.",
+                kind="rss", key="llvm-blog")
+    verdict = classify_items([paper, post], taxonomy)
+    assert verdict.relevant and "tensor_ir" in verdict.layers
+    with pytest.raises(ValueError):
+        classify_items([], taxonomy)
+
+
+def test_classification_is_deterministic(taxonomy: Taxonomy) -> None:
+    entry = item("Triton", "A Triton compiler pass for SASS on Blackwell, 2.1x speedup.")
+    assert classify(entry, taxonomy) == classify(entry, taxonomy)
+
+
+# --- what is news
+
+
+@pytest.mark.parametrize(("announce", "version", "news"), [
+    ("new", 1, True), ("cross", 1, True), ("replace", 2, False), ("replace-cross", 3, False),
+    (None, None, True), (None, 2, False),
+])
+def test_arxiv_announce_types(announce: str | None, version: int | None, news: bool) -> None:
+    entry = item("t", announce_type=announce, arxiv_version=version, arxiv_id="2409.01234")
+    assert is_news(entry) is news
+
+
+@pytest.mark.parametrize(("tag", "title", "flag", "pre"), [
+    ("v3.0.0", "Triton 3.0.0", False, False),
+    ("v3.0.0", "Triton 3.0.0", True, True),
+    ("llvmorg-19.1.0-rc2", "LLVM 19.1.0-rc2", False, True),
+    ("nightly-2026-09-01", "Nightly build", False, True),
+    ("v2.9.0.dev20260901", "dev build", False, True),
+    ("v1.0.0-beta.1", "beta", False, True),
+    ("v0.5.0", "Nightly release channel update", False, True),
+    ("v1.2-src", "sources", False, False),
+])
+def test_prereleases_and_nightlies(tag: str, title: str, flag: bool, pre: bool) -> None:
+    entry = item(title, kind="github-releases", key="gh-x", repo="o/r", tag=tag, prerelease=flag)
+    assert is_prerelease(entry) is pre
+    assert is_news(entry) is not pre
+    assert is_news(entry, include_prereleases=True)
+
+
+def test_blog_posts_are_news() -> None:
+    assert is_news(item("post", kind="rss", key="blog"))
+
+
+# --- the taxonomy file
+
+
+def test_default_taxonomy_covers_every_layer(taxonomy: Taxonomy) -> None:
+    assert tuple(taxonomy.layers) == LAYER_IDS
+    assert all(rule.threshold > 0 and rule.phrases for rule in taxonomy.layers.values())
+
+
+def _broken(tmp_path: Path, old: str, new: str) -> Path:
+    text = default_taxonomy_path().read_text(encoding="utf-8")
+    assert old in text
+    path = tmp_path / "taxonomy.toml"
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ("[layers.runtime]", "[layers.runtimes]", "unknown layer(s) runtimes"),
+    ("[layers.runtime.phrases]", "[layers.runtime.words]", "unknown key(s) in [layers.runtime]"),
+    ('"compiler" = 3', '"compiler" = "high"', "'compiler' needs a number"),
+    ("threshold = 3.0", "treshold = 3.0", "unknown key(s) in [relevance]: treshold"),
+    ('"autotun*" = 2.5', '"au*" = 2.5', "bad phrase 'au*'"),
+    ("[relevance]", "[relevance", "not valid TOML"),
+])
+def test_bad_taxonomy_names_the_problem(tmp_path: Path, old: str, new: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_taxonomy(_broken(tmp_path, old, new))
+    assert message in str(caught.value)
+    assert "taxonomy" in str(caught.value)
+
+
+def test_missing_taxonomy_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_taxonomy(tmp_path / "nope.toml")
+
+
+# --- quality floors on the labelled set (measured: see bench/quality.py)
+
+
+def test_labelled_set_covers_every_layer_and_has_hard_negatives() -> None:
+    examples = load()
+    assert sum(not e.relevant for e in examples) >= 50
+    for lid in LAYER_IDS:
+        assert sum(lid in e.layers for e in examples) >= 10, lid
+    assert all(not e.layers for e in examples if not e.relevant)
+
+
+@pytest.mark.parametrize(("name", "micro_f1", "precision", "recall"), [
+    ("all", 0.87, 0.97, 0.95),
+    ("heldout", 0.80, 0.95, 0.90),
+])
+def test_quality_does_not_regress(
+    taxonomy: Taxonomy, name: str, micro_f1: float, precision: float, recall: float
+) -> None:
+    quality = evaluate(split(load(), name), taxonomy)
+    assert quality.micro.f1 >= micro_f1
+    assert quality.relevance.precision >= precision
+    assert quality.relevance.recall >= recall

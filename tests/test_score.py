@@ -1,0 +1,134 @@
+"""Scoring: 0..100 with one decimal, a breakdown that sums exactly, sensible monotonicity."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from digest.classify import Classification, classify
+from digest.errors import ConfigError
+from digest.items import Item
+from digest.layers import LAYER_IDS
+from digest.score import COMPONENTS, ScoreWeights, publishers, score
+from digest.taxonomy import load_taxonomy
+
+
+def item(entry_id: int = 1, *, key: str = "arxiv-cs.pl", kind: str = "arxiv",
+         weight: float = 0.7, **extra: object) -> Item:
+    return Item(entry_id, key, key, weight, kind, "t", "s", None, **extra)  # type: ignore[arg-type]
+
+
+def verdict(layers: int = 3, relevance: float = 0.8, figures: int = 0,
+            novelty: float = 0.0, words: tuple[str, ...] = ()) -> Classification:
+    evidence = {"figures": [f"{n + 1}.5x" for n in range(figures)], "benchmark": list(words)}
+    return Classification(True, relevance, LAYER_IDS[:layers], evidence, {"novelty": novelty})
+
+
+def tenths(value: float) -> int:
+    return round(value * 10)
+
+
+def assert_well_formed(points: float, breakdown: dict[str, float]) -> None:
+    assert tuple(breakdown) == COMPONENTS
+    assert 0 <= points <= 100
+    assert abs(tenths(points) - points * 10) < 1e-6
+    assert all(abs(v * 10 - tenths(v)) < 1e-6 for v in breakdown.values())
+    assert sum(tenths(v) for v in breakdown.values()) == tenths(points)
+    assert round(sum(breakdown.values()), 1) == points
+
+
+def test_breakdown_sums_exactly_to_the_score_for_many_inputs() -> None:
+    rng = random.Random(3)
+    for _ in range(500):
+        items = [item(i, key=rng.choice(["a", "b", "c", "d"]), kind=rng.choice(["arxiv", "rss"]),
+                      weight=rng.random(), prerelease=rng.random() < 0.2) for i in range(1, 4)]
+        result = score(items, verdict(rng.randint(0, 9), rng.random(), rng.randint(0, 6),
+                                      rng.random() * 3))
+        assert_well_formed(result.score, result.breakdown)
+
+
+def test_rounding_residue_goes_where_rounding_cut_most() -> None:
+    weights = ScoreWeights(authority=33.33, relevance=33.33, breadth=33.33, quantitative=0,
+                           novelty=0, corroboration=0)
+    result = score([item(weight=0.55)], verdict(layers=4, relevance=0.55), weights)
+    assert_well_formed(result.score, result.breakdown)
+    # 18.33 + 18.33 + 22.22 = 58.88: the rounded parts give 58.8; authority and relevance
+    # lost 0.03 each, breadth 0.02: the tenth goes to one of the tied two (by name: relevance)
+    assert result.score == 58.9
+    assert result.breakdown["relevance"] == 18.4 and result.breakdown["breadth"] == 22.2
+
+
+def test_a_full_component_never_passes_its_maximum() -> None:
+    rng = random.Random(5)
+    for _ in range(300):
+        result = score([item(weight=rng.random())], verdict(rng.randint(0, 9), rng.random(),
+                                                            rng.randint(0, 6), 3.0))
+        weights = ScoreWeights()
+        for name in ("authority", "relevance", "breadth", "quantitative", "novelty"):
+            assert result.breakdown[name] <= getattr(weights, name)
+
+
+def test_score_is_deterministic() -> None:
+    items = [item(1), item(2, key="nvidia", kind="rss", weight=0.8)]
+    assert score(items, verdict()) == score(list(items), verdict())
+
+
+def test_components_grow_with_their_evidence() -> None:
+    base = score([item()], verdict(layers=2, figures=0))
+    assert score([item(weight=0.9)], verdict(layers=2)).breakdown["authority"] > (
+        base.breakdown["authority"])
+    assert score([item()], verdict(layers=6)).breakdown["breadth"] > base.breakdown["breadth"]
+    assert score([item()], verdict(layers=2, figures=3)).breakdown["quantitative"] > 0
+    assert score([item()], verdict(layers=2, novelty=2)).breakdown["novelty"] == 10.0
+    roofline = score([item()], verdict(layers=2, words=("roofline",)))
+    assert roofline.breakdown["quantitative"] > 0
+    many = [item(1), item(2, key="nvidia", kind="rss"), item(3, key="pytorch", kind="rss")]
+    assert score(many, verdict(layers=2)).breakdown["corroboration"] == 15.0
+
+
+def test_arxiv_cross_lists_are_one_publisher() -> None:
+    assert publishers([item(1, key="arxiv-cs.pl"), item(2, key="arxiv-cs.ar")]) == {"arxiv"}
+    one = score([item(1, key="arxiv-cs.pl")], verdict())
+    two = score([item(1, key="arxiv-cs.pl"), item(2, key="arxiv-cs.ar")], verdict())
+    assert one == two
+
+
+def test_prereleases_score_low_and_still_sum() -> None:
+    release = item(kind="github-releases", key="gh-triton", weight=0.8, repo="o/r", tag="v3.0.0")
+    nightly = replace(release, tag="nightly-20260901")
+    full = score([release], verdict())
+    low = score([nightly], verdict())
+    assert low.breakdown["prerelease"] < 0
+    assert full.breakdown["prerelease"] == 0
+    assert low.score < full.score * 0.5
+    assert_well_formed(low.score, low.breakdown)
+    stable_joined = score([nightly, release], verdict())
+    assert stable_joined.breakdown["prerelease"] == 0
+
+
+def test_weights_default_to_100_and_can_be_overridden() -> None:
+    assert ScoreWeights().total == 100
+    custom = ScoreWeights.from_mapping({"novelty": 5, "corroboration": 20,
+                                        "full_breadth_layers": 4})
+    assert custom.novelty == 5.0 and custom.full_breadth_layers == 4
+    assert score([item()], verdict(layers=4), custom).breakdown["breadth"] == 20.0
+    with pytest.raises(ConfigError, match="unknown score weight"):
+        ScoreWeights.from_mapping({"popularity": 3})
+    with pytest.raises(ConfigError, match="non-negative"):
+        ScoreWeights.from_mapping({"novelty": -1})
+    with pytest.raises(ConfigError, match="at most 100"):
+        ScoreWeights.from_mapping({"novelty": 50})
+
+
+def test_real_classification_scores_relevant_news_higher() -> None:
+    taxonomy = load_taxonomy()
+    strong = Item(1, "arxiv-cs.pl", "arXiv", 0.7, "arxiv", "A Triton compiler for Blackwell",
+                  "We present the first MLIR-based Triton backend for Blackwell SM100, generating "
+                  "PTX; it reaches 1.5x, 2.1x and 3.0x speedups on GEMM, attention and MoE.", None)
+    weak = replace(strong, title="An LLVM pass", summary="A small pass in LLVM.")
+    assert score([strong], classify(strong, taxonomy)).score > (
+        score([weak], classify(weak, taxonomy)).score)
+    with pytest.raises(ValueError):
+        score([], classify(strong, taxonomy))
