@@ -1,0 +1,84 @@
+"""The figure rule: which numbers a write-up states, and which the sources support."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from digest.figures import extract_figures, unsupported_figures
+
+# Phrases from the seeds' sources, as the check sees them.
+SOURCE = (
+    "Using 3,225 CUBINs we train encoders for Hopper SM90/SM90a and Rubin SM107; the "
+    "unified-attention search reaches 2.52× with 7M LLM tokens; KernelAgent is 1.56x faster than "
+    "default torch.compile and reaches 89% of the H100 roofline; speedups of 1.96-2.86x; "
+    "128-bit instruction words; PyTorch v2.5.1 in 2026."
+)
+
+
+def _values(text: str) -> list[tuple[str, str]]:
+    return [(str(f.value), f.kind) for f in extract_figures(text)]
+
+
+def test_units_and_separators_are_normalised() -> None:
+    assert _values("3,225 个、2.52x、2.52 x、2.52×、1.56 倍、89%、８９％") == [
+        ("3225", ""), ("2.52", "ratio"), ("2.52", "ratio"), ("2.52", "ratio"),
+        ("1.56", "ratio"), ("89", "percent"), ("89", "percent"),
+    ]
+
+
+def test_magnitudes_scale_across_languages() -> None:
+    (seven_m,), (seven_m_zh,) = extract_figures("7M tokens"), extract_figures("700 万 tokens")
+    assert seven_m.value == seven_m_zh.value == Decimal(7_000_000)
+    assert [str(f.value) for f in extract_figures("16 GB, 3.2GHz, 6B params")] == ["16", "3.2", "6000000000"]
+
+
+def test_names_are_not_figures_in_a_writeup_but_count_in_sources() -> None:
+    assert extract_figures("A100/H20/SM107 与 F2Asm、fp16、O(N²)") == []
+    assert {str(f.value) for f in extract_figures("H100 v2.5", names_too=True)} == {"100", "2.5"}
+
+
+def test_a_range_gives_its_kind_to_the_low_end() -> None:
+    assert _values("1.96 至 2.86 倍") == [("1.96", "ratio"), ("2.86", "ratio")]
+    assert _values("10-20%") == [("10", "percent"), ("20", "percent")]
+
+
+def test_full_width_comma_never_joins_numbers() -> None:
+    assert _values("分别为 100，200") == [("100", ""), ("200", "")]
+
+
+def test_versions_compare_as_text() -> None:
+    assert _values("PyTorch 2.5.1") == [("2.5.1", "version")]
+    assert unsupported_figures(["PyTorch 2.5.1"], [SOURCE]) == []
+    assert unsupported_figures(["PyTorch 2.6.0"], [SOURCE]) == ["2.6.0"]
+
+
+@pytest.mark.parametrize("claim", [
+    "使用 3225 个 CUBIN", "2.52 倍加速", "用了 7M LLM tokens", "700 万 tokens", "达到 89% roofline",
+    "快 1.56 倍", "1.96 至 2.86 倍", "128 位编码", "2026 年", "A100 与 H200 上",
+    "三个目标", "前 3 个事件与 10 个算子",
+])
+def test_supported_or_exempt_claims_pass(claim: str) -> None:
+    assert unsupported_figures([claim], [SOURCE]) == []
+
+
+@pytest.mark.parametrize(("claim", "missing"), [
+    ("最高 3.1x 加速", "3.1x"),
+    ("2.5x 加速", "2.5x"),  # rounding is not stating
+    ("提升 52%", "52%"),  # arithmetic from 1.52x is not stating
+    ("89x faster", "89x"),  # a percentage is not a ratio
+    ("2025 年发布", "2025"),  # years are checked
+    ("11 个配置", "11"),
+    ("7B tokens", "7B"),  # 7M is not 7B
+])
+def test_unsupported_claims_are_reported(claim: str, missing: str) -> None:
+    assert unsupported_figures([claim], [SOURCE]) == [missing]
+
+
+def test_allowed_texts_count_as_sources() -> None:
+    assert unsupported_figures(["2026 年 9 月 17 日的 12 个事件"], [], ["2026-09-17", "12"]) == []
+
+
+def test_several_texts_report_each_missing_figure_once() -> None:
+    assert unsupported_figures(["3.1x", "又是 3.1x，还有 42%"], [SOURCE]) == ["3.1x", "42%"]

@@ -1,0 +1,325 @@
+"""The writers: LLM write-ups (validated, figure-checked) over real HTTP, and the extractive writer."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import re
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from fake_llm import FakeLLM, answer
+
+from digest import prompts
+from digest.db import SessionFactory
+from digest.llm import LLMClient
+from digest.write import (
+    EventInput,
+    EventWriteup,
+    SourceText,
+    WriteStats,
+    extractive_day,
+    extractive_event,
+    llm_day,
+    llm_event,
+    llm_triage,
+)
+
+CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
+DATE = dt.date(2026, 9, 17)
+
+ARXIV = SourceText(
+    "arXiv", "https://arxiv.org/abs/2609.01234",
+    "AReaL-TIK: Stateful Agentic Optimization of Unified RL Kernels through an Optimization IR",
+    "arXiv:2609.01234v1 Announce Type: new Abstract: We present KernelBraid, which starts from "
+    "hand-tuned, bitwise-consistent unified RL kernels, e.g. log-probability recomputation. Across "
+    "12 end-to-end training configurations on H20 it reaches 1.10x the throughput of AReaL. "
+    "Isolated-layer profiling shows a 1.40x mean phase-time speedup over 15 model-GPU pairs. The "
+    "unified-attention search reaches 2.52x using 7M LLM tokens. All 10 operators pass bitwise "
+    "checks on A100/H20/H200.",
+)
+KERNELBRAID = EventInput(
+    7, "AReaL-TIK", ("optimization", "kernel_codegen", "hardware_backend", "benchmark"), 72.0, (ARXIV,)
+)
+SPLYCE = EventInput(8, "Splyce", ("tensor_ir", "optimization"), 67.8, (SourceText(
+    "机器之心", None, "Splyce：稀疏协同迭代的 SIMD 向量化",
+    "Splyce 是一个基于 MLIR 的自动向量化框架。它提出双路径执行模型！在合成内核上取得 1.96 至 2.86 倍"
+    "加速。第四句不会出现。",
+),))
+
+ZH_ANSWER: dict[str, Any] = {
+    "title": ARXIV.title,
+    "summary": "KernelBraid 以统一 RL 内核为起点，提出 optimization IR。在 H20 上 12 个端到端训练配置的"
+               "平均吞吐为 AReaL 的 1.10x，15 个 model-GPU 对上取得 1.40x 加速，unified-attention 搜索用"
+               " 7M LLM tokens 取得 2.52x 加速，10 个算子在 A100/H20/H200 上均通过 bitwise 检查。",
+    "why_it_matters": "把数值约束与测量结构化为证据，使 agent 能做增量优化；端到端收益相对保守。",
+    "layers": ["kernel_codegen", "optimization", "benchmark"],
+    "watch": ["KernelBraid", "AReaL"],
+}
+EN_ANSWER: dict[str, Any] = {
+    **ZH_ANSWER,
+    "summary": "KernelBraid reaches 2.52x on unified attention with 7M LLM tokens.",
+    "why_it_matters": "It makes agentic kernel search reproducible; end-to-end gains are modest.",
+}
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeLLM]:
+    with FakeLLM() as server:
+        yield server
+
+
+@pytest.fixture
+async def client(fake: FakeLLM, sqlite_sessions: SessionFactory) -> AsyncIterator[LLMClient]:
+    llm = LLMClient("test-key", fake.base_url, "fake-chat", 5.0, 100_000, sqlite_sessions,
+                    dt.datetime(2026, 9, 16, tzinfo=dt.UTC), max_attempts=2, backoff=0.01)
+    yield llm
+    await llm.aclose()
+
+
+# --- LLM event write-ups -------------------------------------------------------------------------
+
+async def test_llm_event_returns_a_validated_writeup(fake: FakeLLM, client: LLMClient) -> None:
+    fake.script(answer({**ZH_ANSWER, "extra": "ignored"}))
+    got = await llm_event(client, KERNELBRAID, "zh")
+    assert got == EventWriteup(ZH_ANSWER["title"], ZH_ANSWER["summary"], ZH_ANSWER["why_it_matters"],
+                               ("KernelBraid", "AReaL"), ("optimization", "kernel_codegen", "benchmark"),
+                               "fake-chat")
+    sent = fake.requests[0]
+    assert sent.system == prompts.event_system("zh") and "中文" in sent.system
+    payload = json.loads(sent.user)
+    assert payload["layers"] == list(KERNELBRAID.layers)
+    assert payload["sources"][0]["summary"].startswith("We present KernelBraid")  # cleaned
+
+
+async def test_prompt_inputs_are_bounded(fake: FakeLLM, client: LLMClient) -> None:
+    long = SourceText("Blog", "https://example.org/a", "T", "word " * 2000)
+    await llm_event(client, EventInput(1, "T", (), 1.0, (long,) * 10), "en")
+    sources = json.loads(fake.requests[0].user)["sources"]
+    assert len(sources) == prompts.MAX_SOURCES
+    assert all(len(s["summary"]) <= prompts.SUMMARY_LIMIT for s in sources)
+
+
+async def test_invented_layer_is_dropped_and_logged(
+    fake: FakeLLM, client: LLMClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake.script(answer({**ZH_ANSWER, "layers": ["kernel_codegen", "quantum_magic"]}))
+    with caplog.at_level(logging.WARNING, logger="digest.write"):
+        got = await llm_event(client, KERNELBRAID, "zh")
+    assert got is not None and got.layers == ("kernel_codegen",)
+    assert "quantum_magic" in caplog.text and "event 7" in caplog.text
+
+
+async def test_only_invented_layers_keep_the_rule_layers(fake: FakeLLM, client: LLMClient) -> None:
+    fake.script(answer({**ZH_ANSWER, "layers": ["quantum_magic"]}))
+    got = await llm_event(client, KERNELBRAID, "zh")
+    assert got is not None and got.layers == KERNELBRAID.layers
+
+
+@pytest.mark.parametrize("change", [
+    {"title": None}, {"summary": 42}, {"why_it_matters": "  "}, {"layers": "kernel_codegen"},
+    {"watch": "KernelBraid"}, {"watch": ["x"] * 9}, {"watch": ["x" * 81]}, {"summary": "长" * 1501},
+    {"title": "t" * 201}, {"why_it_matters": "为" * 1001},
+])
+async def test_invalid_answers_fall_back(
+    fake: FakeLLM, client: LLMClient, change: dict[str, Any]
+) -> None:
+    data = {k: v for k, v in {**ZH_ANSWER, **change}.items() if v is not None}
+    fake.script(answer(data))
+    stats = WriteStats()
+    assert await llm_event(client, KERNELBRAID, "zh", stats=stats) is None
+    assert client.failures == {"invalid": 1} and stats.fallbacks == {"invalid": 1}
+
+
+async def test_a_figure_no_source_states_falls_back(
+    fake: FakeLLM, client: LLMClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake.script(answer({**ZH_ANSWER, "why_it_matters": "端到端训练吞吐提升 3.1x，值得关注。"}))
+    stats = WriteStats()
+    with caplog.at_level(logging.WARNING, logger="digest.write"):
+        assert await llm_event(client, KERNELBRAID, "zh", stats=stats) is None
+    assert client.failures["figures"] == 1 and stats.figure_fallbacks == 1
+    assert stats.as_dict()["fallbacks"] == {"figures": 1}
+    assert "3.1x" in caplog.text
+
+
+async def test_english_writeup_with_chinese_text_falls_back(fake: FakeLLM, client: LLMClient) -> None:
+    fake.script(answer({**EN_ANSWER, "why_it_matters": "这很重要。"}))
+    assert await llm_event(client, KERNELBRAID, "en") is None
+    assert client.failures == {"language": 1}
+
+
+async def test_english_writeup_may_keep_chinese_names_from_the_sources(
+    fake: FakeLLM, client: LLMClient
+) -> None:
+    fake.script(answer({"title": "Splyce", "summary": "Reported by 机器之心: 1.96 to 2.86x on kernels.",
+                        "why_it_matters": "Sparse coiteration vectorizes.", "layers": ["tensor_ir"],
+                        "watch": []}))
+    got = await llm_event(client, SPLYCE, "en")
+    assert got is not None and got.watch == ()
+
+
+async def test_chinese_writeup_without_chinese_falls_back(fake: FakeLLM, client: LLMClient) -> None:
+    fake.script(answer(EN_ANSWER))
+    assert await llm_event(client, KERNELBRAID, "zh") is None
+    assert client.failures == {"language": 1}
+
+
+async def test_stats_count_calls_cache_hits_and_tokens(fake: FakeLLM, client: LLMClient) -> None:
+    fake.script(answer(ZH_ANSWER, prompt_tokens=300, completion_tokens=200))
+    stats = WriteStats()
+    first = await llm_event(client, KERNELBRAID, "zh", stats=stats)
+    again = await llm_event(client, KERNELBRAID, "zh", stats=stats)
+    assert first == again and first is not None
+    assert (stats.calls, stats.cache_hits, stats.tokens) == (1, 1, 500)
+    assert len(fake.requests) == 1
+
+
+async def test_a_refused_budget_is_a_fallback_not_a_call(
+    fake: FakeLLM, sqlite_sessions: SessionFactory
+) -> None:
+    poor = LLMClient("k", fake.base_url, "fake-chat", 5.0, 10, sqlite_sessions,
+                     dt.datetime(2026, 9, 16, tzinfo=dt.UTC))
+    stats = WriteStats()
+    try:
+        assert await llm_event(poor, KERNELBRAID, "zh", stats=stats) is None
+    finally:
+        await poor.aclose()
+    assert stats.as_dict() == {"calls": 0, "cache_hits": 0, "tokens": 0,
+                               "fallbacks": {"budget": 1}, "figure_fallbacks": 0}
+    assert fake.requests == []
+
+
+# --- LLM day and triage --------------------------------------------------------------------------
+
+def _written() -> list[EventWriteup]:
+    return [extractive_event(KERNELBRAID, "zh"), extractive_event(SPLYCE, "zh")]
+
+
+async def test_llm_day_accepts_figures_from_the_writeups_and_the_date(
+    fake: FakeLLM, client: LLMClient
+) -> None:
+    fake.script(answer({"title": "KernelBraid；Splyce",
+                        "overview": "2026 年 9 月 17 日的 2 个事件：KernelBraid 达到 1.10x，"
+                                    "Splyce 1.96 至 2.86 倍。",
+                        "watchlist": ["KernelBraid", "Splyce"]}))
+    day = await llm_day(client, _written(), "zh", DATE)
+    assert day is not None and day.mode == "fake-chat" and day.watchlist == ("KernelBraid", "Splyce")
+    payload = json.loads(fake.requests[0].user)
+    assert payload["date"] == "2026-09-17" and len(payload["events"]) == 2
+
+
+async def test_llm_day_with_an_invented_figure_falls_back(fake: FakeLLM, client: LLMClient) -> None:
+    fake.script(answer({"title": "两项进展", "overview": "平均加速 4.2 倍。", "watchlist": []}))
+    stats = WriteStats()
+    assert await llm_day(client, _written(), "zh", DATE, stats=stats) is None
+    assert stats.figure_fallbacks == 1
+
+
+async def test_llm_day_without_events_asks_nothing(fake: FakeLLM, client: LLMClient) -> None:
+    assert await llm_day(client, [], "zh", DATE) is None
+    assert fake.requests == []
+
+
+async def test_triage_keeps_only_the_ids_asked(fake: FakeLLM, client: LLMClient) -> None:
+    fake.script(answer({"items": [
+        {"id": 1, "relevant": True}, {"id": "2", "relevant": False}, {"id": 99, "relevant": True},
+        {"id": 3, "relevant": "yes"}, {"id": True, "relevant": True}, "junk",
+    ]}))
+    got = await llm_triage(client, [(1, "MLIR sparse"), (2, "Hiring"), (3, "Triton 3.4")])
+    assert got == {1: True, 2: False}
+    assert json.loads(fake.requests[0].user)["items"][0] == {"id": 1, "title": "MLIR sparse"}
+
+
+async def test_triage_without_items_list_is_a_failure(fake: FakeLLM, client: LLMClient) -> None:
+    fake.script(answer({"relevant": [1]}))
+    stats = WriteStats()
+    assert await llm_triage(client, [(1, "x")], stats=stats) is None
+    assert stats.fallbacks == {"triage_invalid": 1}
+    assert await llm_triage(client, []) == {}
+    assert len(fake.requests) == 1
+
+
+# --- extractive ----------------------------------------------------------------------------------
+
+def test_extractive_event_zh() -> None:
+    got = extractive_event(KERNELBRAID, "zh")
+    assert got == extractive_event(KERNELBRAID, "zh")  # deterministic
+    assert got.title == ARXIV.title and got.mode == "extractive"
+    assert got.summary == (
+        "We present KernelBraid, which starts from hand-tuned, bitwise-consistent unified RL kernels, "
+        "e.g. log-probability recomputation. Across 12 end-to-end training configurations on H20 it "
+        "reaches 1.10x the throughput of AReaL. Isolated-layer profiling shows a 1.40x mean phase-time "
+        "speedup over 15 model-GPU pairs."
+    )
+    assert got.why_it_matters == (
+        "该工作涉及优化、内核生成、硬件后端、基准测试；1 个来源报道（arXiv）。"
+        "来源给出的关键数字：1.10x、1.40x，结论以原文配置为准。"
+        "本条为抽取式摘要，摘自来源原文，未经模型分析。"
+    )
+    assert got.watch == ("AReaL-TIK", "KernelBraid", "H20")
+    assert got.layers == KERNELBRAID.layers
+
+
+def test_extractive_event_en_has_no_chinese() -> None:
+    got = extractive_event(KERNELBRAID, "en")
+    assert got.why_it_matters == (
+        "Touches Optimization, Kernel codegen, Hardware back end and Benchmark; reported by 1 source "
+        "(arXiv). Figures stated by the sources: 1.10x, 1.40x; check the original setup. Extractive "
+        "write-up: quoted from the sources, not analysed by a model."
+    )
+    assert not any(CJK.search(text) for text in (got.title, got.summary, got.why_it_matters, *got.watch))
+
+
+def test_extractive_en_keeps_chinese_source_text_but_connects_in_english() -> None:
+    got = extractive_event(SPLYCE, "en")
+    assert got.summary == (
+        "Splyce 是一个基于 MLIR 的自动向量化框架。它提出双路径执行模型！"
+        "在合成内核上取得 1.96 至 2.86 倍加速。"
+    )
+    assert not CJK.search(got.why_it_matters.replace("机器之心", ""))
+    assert "1.96x, 2.86x" in got.why_it_matters
+
+
+def test_extractive_summary_is_capped_and_sentence_aware() -> None:
+    long = " ".join(f"Sentence number {i} says something about MLIR passes." for i in range(40))
+    event = EventInput(1, "T", (), 1.0, (SourceText("S", None, "Title", f"<p>{long}</p>"),))
+    summary = extractive_event(event, "en").summary
+    assert summary.count(".") == 3 and len(summary) <= 600
+    one = EventInput(1, "T", (), 1.0, (SourceText("S", None, "Title", "word " * 400),))
+    assert len(extractive_event(one, "en").summary) <= 600
+    assert extractive_event(one, "en").summary.endswith("…")
+
+
+def test_extractive_event_without_a_summary_says_so() -> None:
+    bare = EventInput(3, "Triton 3.4", (), 5.0, (SourceText("GitHub", None, "Triton 3.4", "Triton 3.4"),))
+    assert extractive_event(bare, "zh").summary == "来源未提供摘要。"
+    assert extractive_event(bare, "en").summary == "The source gives no summary."
+    assert "尚未归入具体层级" in extractive_event(bare, "zh").why_it_matters
+
+
+def test_extractive_day_zh_and_en() -> None:
+    zh = extractive_day(_written(), "zh", DATE)
+    assert zh.title == f"{ARXIV.title}；Splyce：稀疏协同迭代的 SIMD 向量化"
+    assert zh.overview.startswith("2026 年 9 月 17 日的日报收录 2 个事件，涉及优化、")
+    assert zh.watchlist == ("AReaL-TIK", "KernelBraid", "H20", "Splyce", "SIMD")
+    assert zh == extractive_day(_written(), "zh", DATE) and zh.mode == "extractive"
+    en_events = [extractive_event(KERNELBRAID, "en")]
+    en = extractive_day(en_events, "en", DATE)
+    assert en.title == ARXIV.title
+    assert en.overview.startswith("The digest for September 17, 2026 covers 1 event across Optimization")
+    assert not CJK.search(en.overview)
+
+
+def test_extractive_day_watchlist_is_deduped_and_capped() -> None:
+    events = [EventWriteup(f"E{i}", "s", "w", (f"T{i}", f"U{i}", "shared"), (), "extractive")
+              for i in range(5)]
+    assert extractive_day(events, "en", DATE).watchlist == (
+        "T0", "U0", "shared", "T1", "U1", "T2", "U2", "T3")
+
+
+def test_extractive_day_without_events() -> None:
+    assert "无新事件" in extractive_day([], "zh", DATE).title
+    assert extractive_day([], "en", DATE).title == "Compiler digest, September 17, 2026: no new events"
