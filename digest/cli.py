@@ -11,6 +11,7 @@ import asyncio
 import datetime as dt
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
@@ -95,6 +96,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("digest: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `digest fetch --json | head`: the reader left
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
 
 
 def print_json(data: Any) -> None:

@@ -31,9 +31,10 @@ def _respond(body: dict[str, Any]) -> Reply:
         summary = ("该工作提出新的编译方法。" if zh else "The work proposes a compiler method.")
         if invented:
             summary += " 3.9x"
+        layers = ["hardware_backend"] if "Torch-PIM" in title else user["layers"] + ["quantum_ir"]
         return answer({"title": title, "summary": summary,
                        "why_it_matters": "对编译栈有意义。" if zh else "It matters for compilers.",
-                       "layers": user["layers"] + ["quantum_ir"], "watch": [title[:20]]})
+                       "layers": layers, "watch": [title[:20]]})
     return answer({"title": "今日编译要闻" if zh else "Compiler news of the day",
                    "overview": "三项工作。" if zh else "Three pieces of work.",
                    "watchlist": ["Splyce"]})
@@ -75,6 +76,8 @@ async def test_llm_build_writes_checks_figures_and_caches(
     assert by["Splyce"] == "extractive"
     assert {mode for name, mode in by.items() if name != "Splyce"} == {MODEL}
     assert all("quantum_ir" not in e.layers for e in view.events)
+    pim = next(e for e in view.events if e.title.startswith("Torch-PIM"))
+    assert pim.layers == ("hardware_backend",), "the model may refine the rules' layers"
     assert view.title == "Compiler news of the day" and view.day_mode == MODEL
 
     client = _client(llm_server, sessions)
