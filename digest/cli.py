@@ -70,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     from digest import cmd_digest
 
     cmd_digest.add_commands(sub, _date)
+
+    from digest import cmd_subscribers
+
+    cmd_subscribers.add_commands(sub)
     return parser
 
 

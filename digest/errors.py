@@ -7,7 +7,10 @@
      ├── SourceError          one source failed (carries the source key and URL)
      │    ├── FetchError      network, HTTP status, size cap, timeout
      │    └── NotAFeedError   the body is not a feed (HTML page, empty body)
-     └── BuildError           a digest could not be built or is missing
+     ├── BuildError           a digest could not be built or is missing
+     ├── SubscriptionError    bad subscription input (names the field) or impossible transition
+     │    └── SubscriberNotFound
+     └── TokenError           signed link expired, invalid or for another purpose
 
 Every error carries what failed so a one-line message is enough for a user.
 """
@@ -55,3 +58,26 @@ class NotAFeedError(SourceError):
 
 class BuildError(DigestError):
     """A digest could not be built, or was asked for but never built."""
+
+
+class SubscriptionError(DigestError):
+    """A subscription request is invalid (names the field) or impossible in its state."""
+
+    def __init__(self, detail: str, *, field: str | None = None,
+                 subscriber_id: int | None = None) -> None:
+        super().__init__(f"{field}: {detail}" if field else detail)
+        self.detail = detail
+        self.field = field
+        self.subscriber_id = subscriber_id
+
+
+class SubscriberNotFound(SubscriptionError):
+    """No subscriber has this id or address."""
+
+
+class TokenError(DigestError):
+    """A signed link token is unusable; ``reason`` is "expired", "invalid" or "wrong purpose"."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"token {reason}")
+        self.reason = reason

@@ -1,0 +1,187 @@
+"""``digest subscribers ...`` through the real ``digest.cli.main``: exit codes, output, JSON shape."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from digest import cli, cmd_subscribers
+from digest.layers import LAYER_IDS
+
+Run = Callable[..., tuple[int, str, str]]
+_build_parser = cli.build_parser
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The CLI parser, with ``subscribers`` registered if cli.py does not do it (yet)."""
+    parser = _build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    if "subscribers" not in commands.choices:
+        cmd_subscribers.add_commands(commands)
+    return parser
+
+
+@pytest.fixture
+def digest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+           capsys: pytest.CaptureFixture[str]) -> Iterator[Run]:
+    """Run ``digest subscribers ARGS`` in-process on a private SQLite database: (code, stdout, stderr)."""
+    for name in [n for n in os.environ if n.startswith("DIGEST_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("DIGEST_DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}")
+    monkeypatch.setenv("DIGEST_VAR_DIR", str(tmp_path / "var"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "build_parser", _parser)
+
+    def run(*args: str) -> tuple[int, str, str]:
+        code = cli.main(["subscribers", *args])
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    yield run
+
+
+def _listed(digest: Run, *args: str) -> list[dict[str, object]]:
+    code, out, err = digest("list", "--json", *args)
+    assert code == 0, err
+    rows: list[dict[str, object]] = json.loads(out)
+    return rows
+
+
+def test_add_is_active_at_once_and_list_json_has_the_contract_shape(digest: Run) -> None:
+    code, out, _ = digest("add", "--channel", "email", "--address", "Reader@Example.com")
+    assert code == 0 and out == "added email subscriber 1 reader@example.com: active\n"
+    code, _, _ = digest("add", "--channel", "telegram", "--address", "-1001234567890",
+                        "--layers", "runtime,frontend", "--min-score", "40", "--locale", "en")
+    assert code == 0
+    rows = _listed(digest)
+    assert [set(row) for row in rows] == [{"id", "channel", "address", "status", "layers", "min_score",
+                                          "locale", "created_at"}] * 2
+    assert rows[0] | {"created_at": None} == {
+        "id": 1, "channel": "email", "address": "reader@example.com", "status": "active",
+        "layers": list(LAYER_IDS), "min_score": 0.0, "locale": "zh", "created_at": None}
+    chat = rows[1]
+    assert (chat["layers"], chat["min_score"], chat["locale"]) == (["frontend", "runtime"], 40.0, "en")
+    assert [r["address"] for r in _listed(digest, "--channel", "telegram")] == ["-1001234567890"]
+    assert _listed(digest, "--status", "pending") == []
+    code, table, _ = digest("list")
+    assert code == 0 and "reader@example.com" in table and "all" in table
+
+
+def test_add_existing_updates_preferences_and_says_so(digest: Run) -> None:
+    digest("add", "--channel", "discord", "--address", "123456789012345678")
+    code, out, _ = digest("add", "--channel", "discord", "--address", "channel:123456789012345678",
+                          "--layers", "benchmark", "--min-score", "12.5")
+    assert code == 0 and out.startswith("updated the preferences of discord subscriber 1")
+    (row,) = _listed(digest)
+    assert (row["address"], row["layers"], row["min_score"]) == ("channel:123456789012345678",
+                                                                  ["benchmark"], 12.5)
+
+
+@pytest.mark.parametrize(("args", "option"), [
+    (("--channel", "email", "--address", "not-an-email"), "--address: not a valid email address"),
+    (("--channel", "telegram", "--address", "@name"), "--address: not a Telegram chat id"),
+    (("--channel", "email", "--address", "a@example.com", "--layers", ""), "--layers: no layers given"),
+    (("--channel", "email", "--address", "a@example.com", "--layers", "frontend,warp"),
+     "--layers: unknown layer(s) warp"),
+    (("--channel", "email", "--address", "a@example.com", "--min-score", "101"), "--min-score: must be"),
+])
+def test_bad_add_exits_2_naming_the_option(digest: Run, args: tuple[str, ...], option: str) -> None:
+    code, out, err = digest("add", *args)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"digest: {option}") and err.count("\n") == 1
+    assert _listed(digest) == []
+
+
+def test_argparse_refuses_unknown_channel_with_exit_2(digest: Run) -> None:
+    with pytest.raises(SystemExit) as info:
+        digest("add", "--channel", "sms", "--address", "x")
+    assert info.value.code == 2
+
+
+def test_remove_by_id_or_address(digest: Run) -> None:
+    digest("add", "--channel", "email", "--address", "a@example.com")
+    digest("add", "--channel", "telegram", "--address", "-42")
+    digest("add", "--channel", "email", "--address", "b@example.com")
+    assert digest("remove", "1")[:2] == (0, "removed email subscriber 1 a@example.com and its deliveries\n")
+    code, _, err = digest("remove", "-42")
+    assert code == 2 and "--channel: needed" in err
+    assert digest("remove", "-42", "--channel", "telegram")[0] == 0
+    assert digest("remove", "B@example.com")[0] == 0
+    code, _, err = digest("remove", "7")
+    assert code == 1 and err == "digest: error: no subscriber 7\n"
+    code, _, err = digest("remove", "nobody@example.com")
+    assert code == 1 and "no email subscriber at nobody@example.com" in err
+    assert _listed(digest) == []
+
+
+def test_import_prints_the_report_and_exit_codes(digest: Run, tmp_path: Path) -> None:
+    code, _, err = digest("import", str(tmp_path / "missing.csv"))
+    assert code == 1 and err.startswith("digest: error: cannot read") and err.count("\n") == 1
+    bad_header = tmp_path / "bad.csv"
+    bad_header.write_text("email,addr\nx,y\n")
+    code, _, err = digest("import", str(bad_header))
+    assert code == 1 and "missing column(s) channel, address" in err
+    digest("add", "--channel", "email", "--address", "left@example.com")
+    _unsubscribe("left@example.com", tmp_path)
+    good = tmp_path / "list.csv"
+    good.write_text("\ufeffchannel,address,layers,min_score,locale\n"
+                    "email,new@example.com,,,\n"
+                    "email,left@example.com,,,\n"
+                    "telegram,12345,frontend,50,en\n"
+                    "email,broken,,,\n", encoding="utf-8")
+    code, out, _ = digest("import", str(good))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[:2] == [
+        f"imported {good}: 2 added, 0 updated, 0 unchanged, 1 skipped, 1 with errors",
+        "line 3: skipped: left@example.com: unsubscribed; an import never re-activates it",
+    ]
+    assert lines[2].startswith("line 5: error: address: not a valid email address")
+    assert lines[3:] == ["1 new email subscriber(s) are pending until they confirm"]
+    statuses = {r["address"]: r["status"] for r in _listed(digest)}
+    assert statuses == {"left@example.com": "unsubscribed", "new@example.com": "pending",
+                        "12345": "active"}
+    code, out, _ = digest("import", "--confirmed", str(good))
+    assert code == 0 and "0 added, 1 updated, 1 unchanged, 1 skipped" in out
+    assert {r["address"]: r["status"] for r in _listed(digest)}["new@example.com"] == "active"
+
+
+def _unsubscribe(address: str, tmp_path: Path) -> None:
+    """Unsubscribe through the service, as the web link would."""
+    import asyncio
+
+    from digest import subscriptions
+    from digest.db import open_database
+    from digest.models import utcnow
+
+    async def go() -> None:
+        async with open_database(f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}") as sessions, \
+                sessions() as session, session.begin():
+            view = await subscriptions.find_by_address(session, "email", address)
+            assert view is not None
+            await subscriptions.unsubscribe(session, view.id, utcnow())
+
+    asyncio.run(go())
+
+
+def test_export_to_stdout_and_file(digest: Run, tmp_path: Path) -> None:
+    digest("add", "--channel", "email", "--address", "a@example.com", "--layers", "runtime")
+    digest("add", "--channel", "discord", "--address", "user:12345678901234567", "--min-score", "7.5")
+    _unsubscribe("a@example.com", tmp_path)
+    code, out, _ = digest("export")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert code == 0 and [r["address"] for r in rows] == ["a@example.com", "user:12345678901234567"]
+    assert rows[0] == {"channel": "email", "address": "a@example.com", "layers": "runtime",
+                       "min_score": "0", "locale": "zh", "status": "unsubscribed"}
+    assert rows[1]["layers"] == " ".join(LAYER_IDS) and rows[1]["min_score"] == "7.5"
+    target = tmp_path / "out.csv"
+    code, out, err = digest("export", "--active-only", "--out", str(target))
+    assert (code, out) == (0, "") and "exported 1 subscriber(s)" in err
+    assert [r["address"] for r in csv.DictReader(target.open())] == ["user:12345678901234567"]
