@@ -74,6 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
     from digest import cmd_subscribers
 
     cmd_subscribers.add_commands(sub)
+
+    from digest import cmd_web
+
+    cmd_web.add_commands(sub)
     return parser
 
 

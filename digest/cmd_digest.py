@@ -21,7 +21,7 @@ from digest.window import latest_closed, window_for
 if TYPE_CHECKING:
     from digest.build import BuildOptions
 
-PREVIEW_FORMATS = ("md", "text", "html", "json")
+PREVIEW_FORMATS = ("md", "text", "html", "json", "telegram", "discord")
 
 
 def add_commands(sub: Any, date_type: Callable[[str], dt.date]) -> None:

@@ -30,6 +30,7 @@ LABELS: dict[str, dict[str, str]] = {
         "none": "本期没有符合条件的事件。",
         "written_by": "撰写方式",
         "filtered": "已按订阅偏好筛选",
+        "colon": "：",
     },
     "en": {
         "overview": "Overview",
@@ -59,6 +60,7 @@ LABELS: dict[str, dict[str, str]] = {
         "none": "Nothing in this issue matches.",
         "written_by": "Written by",
         "filtered": "Filtered to your preferences",
+        "colon": ": ",
     },
 }
 

@@ -1,54 +1,83 @@
 """One Jinja2 environment renders a digest view into every output format.
 
-Everything in a view is untrusted (feeds, LLM): HTML autoescapes, Markdown is
-escaped, and only http(s) links survive.
+Formats: ``md``, ``text``, ``html`` (the web page), ``json``, the email parts
+(:meth:`Renderer.email_parts`), Telegram messages (:meth:`Renderer.telegram`)
+and Discord payloads (:meth:`Renderer.discord`). Telegram and Discord output
+is already split to the platforms' limits (``digest.split``).
+
+Everything in a view is untrusted (feeds, LLM): control characters are
+removed first (:func:`clean_view`), HTML autoescapes, Markdown, Telegram and
+Discord text is escaped (``digest.safety``), and only http(s) links survive.
 """
 
 from __future__ import annotations
 
 import json
-import re
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 from digest.i18n import component_label, labels
 from digest.layers import BY_ID
+from digest.render_email import (
+    PREFERENCES_PLACEHOLDER,
+    UNSUBSCRIBE_PLACEHOLDER,
+    EmailParts,
+    email_parts,
+    mail_url,
+    personalise,
+)
 from digest.resources import templates_dir
-from digest.views import DigestView
+from digest.safety import clean_text, md_escape, md_url, safe_url
+from digest.views import DigestView, EventView, SourceLink
 
-FORMATS = ("md", "text", "html", "json")
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
-_MD_LINE_START = re.compile(r"^(\s*)([#+\-=>]|\d+[.)])")
+__all__ = [
+    "FORMATS",
+    "PREFERENCES_PLACEHOLDER",
+    "UNSUBSCRIBE_PLACEHOLDER",
+    "EmailParts",
+    "Renderer",
+    "clean_view",
+    "md_escape",
+    "personalise",
+    "safe_url",
+]
+
+FORMATS = ("md", "text", "html", "json", "telegram", "discord")
+
+# Labels only the push formats use (kept here so i18n.py stays the web's and the core's).
+EXTRA_LABELS: dict[str, dict[str, str]] = {
+    "zh": {"colon": "：", "web": "在网页上阅读", "unsubscribe": "退订",
+           "preferences": "修改订阅偏好", "details": "详情", "of": "/",
+           "footer": "你收到这封邮件，是因为订阅了编译器技术日报。",
+           "site_name": "编译器技术日报"},
+    "en": {"colon": ": ", "web": "Read on the web", "unsubscribe": "Unsubscribe",
+           "preferences": "Change preferences", "details": "Details", "of": "/",
+           "footer": "You get this email because you subscribed to the compiler digest.",
+           "site_name": "Compiler Digest"},
+}
 
 
-def safe_url(url: object) -> str | None:
-    """The URL when it is http(s), else None (javascript:, data: and the rest are dropped)."""
-    if not isinstance(url, str):
-        return None
-    url = url.strip()
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return None
-    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
-        return None
-    return url
+def _clean_event(e: EventView) -> EventView:
+    return replace(
+        e, title=clean_text(e.title), summary=clean_text(e.summary),
+        why_it_matters=clean_text(e.why_it_matters), watch=tuple(clean_text(w) for w in e.watch),
+        sources=tuple(SourceLink(clean_text(s.name), s.url) for s in e.sources),
+        written_by=clean_text(e.written_by), layers=tuple(clean_text(x) for x in e.layers),
+    )
 
 
-def md_escape(text: object) -> str:
-    """Escape Markdown syntax in untrusted text (inline marks everywhere, block marks at the start)."""
-    flat = _MD_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
-    return _MD_LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), flat)
-
-
-def md_url(url: str) -> str:
-    """A URL safe inside Markdown's ``(...)``."""
-    return url.replace("(", "%28").replace(")", "%29").replace(" ", "%20")
+def clean_view(view: DigestView) -> DigestView:
+    """``view`` with control characters and bidi overrides removed from every text."""
+    return replace(
+        view, title=clean_text(view.title), overview=clean_text(view.overview),
+        watchlist=tuple(clean_text(w) for w in view.watchlist),
+        events=tuple(_clean_event(e) for e in view.events),
+    )
 
 
 class Renderer:
@@ -71,31 +100,52 @@ class Renderer:
             lstrip_blocks=True,
             keep_trailing_newline=True,
         )
-        env.filters.update(safe_url=safe_url, md=md_escape, md_url=md_url)
+        env.filters.update(safe_url=safe_url, md=md_escape, md_url=md_url, mail_url=mail_url)
         return env
 
     def context(self, view: DigestView) -> dict[str, Any]:
         """What every template gets."""
         zone = ZoneInfo(self.timezone)
+        site = self.site_url
         return {
             "view": view,
-            "t": labels(view.locale),
+            "t": {**labels(view.locale), **EXTRA_LABELS.get(view.locale, EXTRA_LABELS["en"])},
             "layer_label": lambda lid: BY_ID[lid].label(view.locale) if lid in BY_ID else lid,
             "component_label": lambda name: component_label(name, view.locale),
             "window_start": view.window_start.astimezone(zone).isoformat(),
             "window_end": view.window_end.astimezone(zone).isoformat(),
             "publishers": _publishers(view),
-            "site_url": self.site_url,
+            "site_url": site,
+            "digest_url": safe_url(f"{site}/d/{view.date.isoformat()}"),
+            "event_url": lambda e: safe_url(f"{site}/e/{e.id}"),
         }
 
     def render(self, view: DigestView, fmt: str) -> str:
-        """Render ``view`` as ``fmt`` (md, text, html or json)."""
-        if fmt == "json":
-            return json.dumps(self.as_json(view), ensure_ascii=False, indent=2) + "\n"
+        """Render ``view`` as ``fmt``; telegram and discord give the JSON array that would be sent."""
         if fmt not in FORMATS:
             raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
+        if fmt in ("json", "telegram", "discord"):
+            data: Any = {"json": self.as_json, "telegram": self.telegram, "discord": self.discord}[fmt](
+                clean_view(view))
+            return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
         name = {"md": "digest.md.j2", "text": "digest.txt.j2", "html": "digest.html.j2"}[fmt]
-        return self.env.get_template(name).render(self.context(view))
+        return self.env.get_template(name).render(self.context(clean_view(view)))
+
+    def email_parts(self, view: DigestView) -> EmailParts:
+        """Subject, HTML (CSS inlined), text and preheader, with placeholder links."""
+        return email_parts(self.env, self.context(clean_view(view)))
+
+    def telegram(self, view: DigestView) -> list[str]:
+        """Telegram messages (Bot API HTML), each under 4096 UTF-16 units as Telegram counts."""
+        from digest.render_chat import telegram_messages
+
+        return telegram_messages(self.env, self.context(clean_view(view)))
+
+    def discord(self, view: DigestView) -> list[dict[str, Any]]:
+        """Discord message payloads (content, embeds, allowed_mentions), within every limit."""
+        from digest.render_chat import discord_payloads
+
+        return discord_payloads(self.context(clean_view(view)))
 
     def as_json(self, view: DigestView) -> dict[str, Any]:
         """The digest object of the JSON contract (DESIGN.md, "Contract details")."""
@@ -108,17 +158,7 @@ class Renderer:
             "generation_mode": view.generation_mode,
             "window": {"start": view.window_start.astimezone(zone).isoformat(),
                        "end": view.window_end.astimezone(zone).isoformat()},
-            "events": [
-                {
-                    "id": e.id, "rank": e.rank, "title": e.title, "url": safe_url(e.url),
-                    "score": round(e.score, 1), "score_breakdown": e.score_breakdown,
-                    "layers": list(e.layers),
-                    "sources": [{"name": s.name, "url": safe_url(s.url)} for s in e.sources],
-                    "summary": e.summary, "why_it_matters": e.why_it_matters,
-                    "watch": list(e.watch), "written_by": e.written_by, "updated": e.updated,
-                }
-                for e in view.events
-            ],
+            "events": [_event_json(e) for e in view.events],
             "watchlist": list(view.watchlist),
             "stats": {
                 "entries_by_source": view.stats.get("entries_by_source", {}),
@@ -129,6 +169,17 @@ class Renderer:
                 "modes": view.modes_used,
             },
         }
+
+
+def _event_json(e: EventView) -> dict[str, Any]:
+    return {
+        "id": e.id, "rank": e.rank, "title": e.title, "url": safe_url(e.url),
+        "score": round(e.score, 1), "score_breakdown": e.score_breakdown,
+        "layers": list(e.layers),
+        "sources": [{"name": s.name, "url": safe_url(s.url)} for s in e.sources],
+        "summary": e.summary, "why_it_matters": e.why_it_matters,
+        "watch": list(e.watch), "written_by": e.written_by, "updated": e.updated,
+    }
 
 
 def _publishers(view: DigestView) -> list[tuple[str, int]]:

@@ -8,18 +8,71 @@ locally; in CI (``CI=true``) a missing server is a failure, never a skip.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy.engine import make_url
 
 from digest.db import SessionFactory, open_database
+from digest.views import DigestView, EventView, SourceLink
 
 POSTGRES_URL = os.environ.get("DIGEST_TEST_POSTGRES_URL", "")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """``--regen-golden`` rewrites tests/golden/ from the current output (review the diff)."""
+    parser.addoption("--regen-golden", action="store_true", default=False,
+                     help="rewrite the golden files in tests/golden/ instead of comparing")
+
+
+@pytest.fixture
+def regen_golden(request: pytest.FixtureRequest) -> bool:
+    """True when the run was asked to rewrite the golden files."""
+    return bool(request.config.getoption("--regen-golden"))
+
+
+def build_event(n: int, **fields: Any) -> EventView:
+    """An event view with plain defaults; any field can be given."""
+    values: dict[str, Any] = {
+        "id": 100 + n, "rank": n, "title": f"Event {n}", "url": f"https://example.org/e{n}",
+        "score": 80.0 - n, "score_breakdown": {"authority": 40.0, "relevance": 40.0 - n},
+        "layers": ("kernel_codegen",), "sources": (SourceLink("arXiv", f"https://arxiv.org/abs/{n}"),),
+        "summary": f"Summary of event {n}.", "why_it_matters": f"Why event {n} matters.",
+        "watch": (), "written_by": "deepseek-chat",
+    }
+    values.update(fields)
+    return EventView(**values)
+
+
+def build_view(events: tuple[EventView, ...], **fields: Any) -> DigestView:
+    """A digest view (2026-09-29, zh) around ``events``; any field can be given."""
+    values: dict[str, Any] = {
+        "date": dt.date(2026, 9, 29), "locale": "zh", "title": "Title", "overview": "Overview.",
+        "watchlist": (), "day_mode": "deepseek-chat",
+        "window_start": dt.datetime(2026, 9, 28, 0, 0, tzinfo=dt.UTC),
+        "window_end": dt.datetime(2026, 9, 29, 0, 0, tzinfo=dt.UTC), "events": events,
+        "stats": {"entries_by_source": {"arxiv": 3}, "entries": 3, "late": 0, "failed_sources": []},
+    }
+    values.update(fields)
+    return DigestView(**values)
+
+
+@pytest.fixture
+def make_event() -> Callable[..., EventView]:
+    """:func:`build_event`, for tests that render views made in code."""
+    return build_event
+
+
+@pytest.fixture
+def make_view() -> Callable[..., DigestView]:
+    """:func:`build_view`, for tests that render views made in code."""
+    return build_view
 
 
 def require_postgres() -> str:

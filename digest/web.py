@@ -1,0 +1,265 @@
+"""The web archive: an ASGI app (Starlette) over the stored digests.
+
+Routes (the JSON API is in :mod:`digest.web_api`, documented at ``/api/openapi.json``)::
+
+    GET /                 archive index, newest first (?page=, ?layer=)
+    GET /d/YYYY-MM-DD     a digest page; every GET adds one to its read count
+    GET /e/<id>           an event: score breakdown, every source, the digests that showed it
+    GET /feed.xml         Atom feed of the latest digests
+    GET /style.css        the only stylesheet (there are no scripts)
+    GET /healthz          200 {"status": "ok"} when the database answers, else 503
+
+Language: ``?lang=zh|en``, else Accept-Language (q-values), else the default.
+Everything shown comes from feeds or an LLM: templates autoescape, only http(s)
+links survive, and the Content-Security-Policy allows no script at all.
+Each request owns its transaction; query helpers never commit.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+from sqlalchemy.exc import SQLAlchemyError
+from starlette.applications import Starlette
+from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from digest import queries
+from digest.config import LOCALES
+from digest.db import SessionFactory
+from digest.errors import BuildError
+from digest.layers import BY_ID
+from digest.pages import Chrome, Pages, WebLinks, lang_switch
+from digest.render import Renderer
+from digest.web_api import JsonApi
+
+log = logging.getLogger(__name__)
+Clock = Callable[[], dt.datetime]
+FEED_ENTRIES = 20
+MAX_PAGE = 100_000
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_LANG_ITEM = re.compile(r"^\s*([A-Za-z]{1,8}|\*)(?:-[A-Za-z0-9]{1,8})*\s*(?:;\s*q\s*=\s*([0-9.]+))?\s*$")
+
+SECURITY_HEADERS = {
+    "content-security-policy": (
+        "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; "
+        "form-action 'self'; frame-ancestors 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY",
+    "cross-origin-opener-policy": "same-origin",
+    "permissions-policy": "camera=(), microphone=(), geolocation=(), interest-cohort=()",
+}
+
+
+def negotiate(query_lang: str | None, accept: str | None, default: str) -> tuple[str, bool]:
+    """The page's locale and whether the reader chose it explicitly (``?lang=``)."""
+    if query_lang in LOCALES:
+        return str(query_lang), True
+    ranked: list[tuple[float, int, str]] = []
+    for n, item in enumerate((accept or "").split(",")):
+        match = _LANG_ITEM.match(item)
+        if not match:
+            continue
+        try:
+            q = float(match.group(2)) if match.group(2) else 1.0
+        except ValueError:
+            continue
+        ranked.append((-q, n, match.group(1).lower()))
+    for neg_q, _, tag in sorted(ranked):
+        if neg_q < 0 and (tag in LOCALES or tag == "*"):
+            return (tag if tag in LOCALES else default), False
+    return default, False
+
+
+def parse_date(text: str) -> dt.date | None:
+    """A ``YYYY-MM-DD`` date, or None."""
+    if not _DATE.fullmatch(text):
+        return None
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+class SecurityHeaders:
+    """Adds the security headers to every response (pure ASGI middleware)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Wrap ``send`` so each response start carries the headers."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    headers.setdefault(name, value)
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+@dataclass(frozen=True)
+class _Reader:
+    """Who is asking: their locale, whether they chose it (``?lang=``), and their page chrome."""
+
+    locale: str
+    lang: str | None
+    chrome: Chrome
+
+
+class WebPages:
+    """The HTML routes; holds its dependencies, no globals."""
+
+    def __init__(self, sessions: SessionFactory, pages: Pages, *, site_url: str, default_locale: str,
+                 page_size: int, clock: Clock) -> None:
+        self.sessions = sessions
+        self.pages = pages
+        self.site_url = site_url.rstrip("/")
+        self.default_locale = default_locale
+        self.page_size = page_size
+        self.clock = clock
+
+    def reader(self, request: Request) -> _Reader:
+        """The reader's locale, and links that keep an explicit ``?lang=``."""
+        locale, explicit = negotiate(request.query_params.get("lang"),
+                                     request.headers.get("accept-language"), self.default_locale)
+        lang = locale if explicit else None
+        kept = {k: v for k, v in request.query_params.items() if k in ("layer", "page")}
+
+        def href(code: str) -> str:
+            return request.url.path + "?" + urlencode(kept | {"lang": code})
+
+        return _Reader(locale, lang, Chrome(WebLinks(lang=lang), langs=lang_switch(locale, href)))
+
+    def html(self, body: str, reader: _Reader, status: int = 200, cache: str = "no-cache") -> Response:
+        """An HTML response that says its language and what it varies on."""
+        return HTMLResponse(body, status, headers={
+            "content-language": "zh-CN" if reader.locale == "zh" else "en",
+            "vary": "Accept-Language", "cache-control": cache,
+        })
+
+    async def index(self, request: Request) -> Response:
+        """``/``: one page of the archive, optionally filtered by layer."""
+        reader = self.reader(request)
+        layer = request.query_params.get("layer") or None
+        page = _page_number(request.query_params.get("page"))
+        if layer is not None and layer not in BY_ID:
+            raise HTTPException(400, f"unknown layer: {layer}")
+        async with self.sessions() as session:
+            found = await queries.list_digests(session, reader.locale, page=page,
+                                               per_page=self.page_size, layer=layer)
+        if page > found.pages:
+            raise HTTPException(404)
+        return self.html(self.pages.index(found, reader.locale, reader.chrome, layer), reader)
+
+    async def digest(self, request: Request) -> Response:
+        """``/d/YYYY-MM-DD``: the digest page; a GET counts one read."""
+        date = parse_date(request.path_params["date"])
+        if date is None:
+            raise HTTPException(404)
+        reader = self.reader(request)
+        if request.method == "GET":
+            async with self.sessions.begin() as session:  # short write: the count only
+                if await queries.count_read(session, date) is None:
+                    raise HTTPException(404)
+        async with self.sessions() as session:
+            try:
+                view = await queries.load_view(session, date, reader.locale)
+            except BuildError:
+                raise HTTPException(404) from None
+        return self.html(self.pages.digest(view, reader.chrome), reader, cache="no-store")
+
+    async def event(self, request: Request) -> Response:
+        """``/e/<id>``: an event that was shown in a digest."""
+        reader = self.reader(request)
+        async with self.sessions() as session:
+            found = await queries.event_detail(session, request.path_params["event_id"], reader.locale)
+        if found is None:
+            raise HTTPException(404)
+        return self.html(self.pages.event(found, reader.locale, reader.chrome), reader)
+
+    async def feed(self, request: Request) -> Response:
+        """``/feed.xml``: the latest digests as Atom (absolute links)."""
+        reader = self.reader(request)
+        async with self.sessions() as session:
+            listed = await queries.list_digests(session, reader.locale, per_page=FEED_ENTRIES)
+            views = [(await queries.load_view(session, d.date, reader.locale), d.built_at)
+                     for d in listed.items]
+        links = WebLinks(self.site_url, reader.lang)
+        body = self.pages.feed(views, reader.locale, links, self.clock())
+        return Response(body, media_type="application/atom+xml; charset=utf-8",
+                        headers={"vary": "Accept-Language", "cache-control": "max-age=300"})
+
+    async def css(self, request: Request) -> Response:
+        """``/style.css``."""
+        return Response(self.pages.css(), media_type="text/css; charset=utf-8",
+                        headers={"cache-control": "max-age=3600"})
+
+    async def favicon(self, request: Request) -> Response:
+        """``/favicon.ico``: nothing (browsers ask; a 204 keeps logs quiet)."""
+        return Response(status_code=204, headers={"cache-control": "max-age=86400"})
+
+    async def healthz(self, request: Request) -> Response:
+        """``/healthz``: 200 when the database answers, else 503."""
+        try:
+            async with self.sessions() as session:
+                await queries.ping(session)
+        except (SQLAlchemyError, OSError) as exc:
+            log.warning("healthz: database unavailable: %s", exc)
+            return JSONResponse({"status": "error", "error": "database unavailable"}, 503,
+                                headers={"cache-control": "no-store"})
+        return JSONResponse({"status": "ok"}, headers={"cache-control": "no-store"})
+
+    async def error(self, request: Request, exc: Exception) -> Response:
+        """Errors: JSON under ``/api/``, a small localised page elsewhere."""
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        detail = exc.detail if isinstance(exc, HTTPException) else "error"
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"error": detail}, status, headers=getattr(exc, "headers", None))
+        reader = self.reader(request)
+        message = detail if status == 400 else None
+        return self.html(self.pages.error(status, reader.locale, reader.chrome, message), reader, status)
+
+
+def _page_number(text: str | None) -> int:
+    if text is None or text == "":
+        return 1
+    if not text.isdigit() or not 1 <= int(text) <= MAX_PAGE:
+        raise HTTPException(400, f"page must be a whole number from 1 to {MAX_PAGE}")
+    return int(text)
+
+
+def create_app(sessions: SessionFactory, renderer: Renderer, *, site_url: str, default_locale: str,
+               timezone: str, page_size: int = 20, clock: Clock | None = None) -> Starlette:
+    """The web archive app; every dependency is passed in (no settings are read here)."""
+    now = clock or (lambda: dt.datetime.now(dt.UTC))
+    pages = Pages(renderer, site_url=site_url, timezone=timezone)
+    web = WebPages(sessions, pages, site_url=site_url, default_locale=default_locale,
+                   page_size=page_size, clock=now)
+    api = JsonApi(sessions, renderer, site_url=site_url, default_locale=default_locale,
+                  page_size=page_size, clock=now)
+    routes = [
+        Route("/", web.index), Route("/d/{date}", web.digest),
+        Route("/e/{event_id:int}", web.event), Route("/feed.xml", web.feed),
+        Route("/style.css", web.css), Route("/favicon.ico", web.favicon), Route("/healthz", web.healthz),
+        *api.routes(),
+    ]
+    return Starlette(routes=routes, middleware=[Middleware(SecurityHeaders)],
+                     exception_handlers={HTTPException: web.error})

@@ -1,0 +1,120 @@
+"""The web archive in a real headless browser (Debian's chromium via playwright) over real uvicorn.
+
+Screenshots go to ``test-artifacts/browser/``: zh and en, light and dark, phone and desktop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from digest.cmd_web import run_web
+from digest.config import load_settings
+from digest.db import open_database
+from tests.archive import DATES, SITE_URL, TZ, Archive, build_archive
+from tests.browser import ARTIFACTS, launch, require_browser
+
+if TYPE_CHECKING:
+    import uvicorn
+    from playwright.async_api import Browser, Page, ViewportSize
+
+pytestmark = pytest.mark.browser
+DAY = DATES[0]
+PHONE: ViewportSize = {"width": 390, "height": 844}
+DESKTOP: ViewportSize = {"width": 1280, "height": 900}
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[tuple[str, Archive]]:
+    """The archive, served by ``digest serve``'s own code path on an ephemeral loopback port."""
+    require_browser()
+    url = f"sqlite+aiosqlite:///{tmp_path / 'web.db'}"
+    async with open_database(url) as sessions:
+        archive = await build_archive(sessions)
+    settings = load_settings(database_url=url, var_dir=tmp_path / "var", site_url=SITE_URL, timezone=TZ,
+                             locales=["zh", "en"])
+    servers: list[uvicorn.Server] = []
+    task = asyncio.create_task(run_web(settings, "127.0.0.1", 0, on_server=servers.append))
+    while not (servers and servers[0].started):
+        assert not task.done(), task.exception()
+        await asyncio.sleep(0.02)
+    port = servers[0].servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}", archive
+    finally:
+        servers[0].should_exit = True
+        await task
+
+
+async def _page(browser: Browser, dialogs: list[str], **options: Any) -> Page:
+    context = await browser.new_context(**options)
+    page = await context.new_page()
+
+    async def dismiss(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        await dialog.dismiss()
+
+    page.on("dialog", dismiss)
+    return page
+
+
+async def _reads(page: Page) -> int:
+    return int((await page.text_content("#reads") or "").strip())
+
+
+async def test_reader_browses_and_feed_scripts_never_run(served: tuple[str, Archive]) -> None:
+    from playwright.async_api import async_playwright
+
+    base, archive = served
+    dialogs: list[str] = []
+    async with async_playwright() as p:
+        browser = await launch(p)
+        page = await _page(browser, dialogs, locale="zh-CN", viewport=DESKTOP)
+        await page.goto(base + "/")
+        assert await page.text_content("h1") == "编译器技术日报"
+        await page.click(f'a[href="/d/{DAY}"]')
+        await page.wait_for_url(f"**/d/{DAY}")
+        first = await _reads(page)
+        hostile = page.locator(f"#event-{archive.hostile_event} p").first
+        assert "<script>window.__pwned=3</script>" in await hostile.inner_text()
+        await page.reload()
+        assert await _reads(page) == first + 1
+        assert await page.evaluate("typeof window.__pwned") == "undefined"
+        await page.click(f'a[href="/e/{archive.hostile_event}"]')
+        await page.wait_for_url(f"**/e/{archive.hostile_event}")
+        sources = await page.locator("ol.sources").inner_text()
+        assert '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">' in sources
+        assert await page.locator("table.breakdown-table tbody tr").count() >= 1
+        assert await page.evaluate("typeof window.__pwned") == "undefined"
+        assert await page.locator("main img, main script").count() == 0
+        await page.click("nav.chrome a")
+        await page.wait_for_url(base + "/")
+        await page.go_back()
+        await _screenshots(browser, base, archive, dialogs)
+        await browser.close()
+    assert dialogs == []
+
+
+async def _screenshots(browser: Browser, base: str, archive: Archive, dialogs: list[str]) -> None:
+    """The pages in zh and en (by Accept-Language), light and dark, phone and desktop."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    paths = {"digest": f"/d/{DAY}", "index": "/", "event": f"/e/{archive.event_ids[DAY][0]}"}
+    looks = [(scheme, device) for scheme in ("light", "dark") for device in ("phone", "desktop")]
+    for lang, accept in (("zh", "zh-CN"), ("en", "en-US")):
+        page = await _page(browser, dialogs, locale=accept)
+        for name, path in paths.items():
+            await page.goto(base + path)
+            assert await page.evaluate("document.documentElement.lang") == ("zh-CN" if lang == "zh" else "en")
+            # Every look for the digest page; two for the others (one of each scheme and width).
+            for scheme, device in looks if name == "digest" else looks[1:3]:
+                await page.emulate_media(color_scheme=scheme)  # type: ignore[arg-type]
+                await page.set_viewport_size(PHONE if device == "phone" else DESKTOP)
+                shot = ARTIFACTS / f"{name}-{lang}-{scheme}-{device}.png"
+                await page.screenshot(path=str(shot), full_page=True)
+                assert shot.stat().st_size > 10_000
+        assert await page.evaluate("typeof window.__pwned") == "undefined"
+        await page.context.close()

@@ -1,0 +1,181 @@
+"""Hostile feed and LLM text, rendered to every format: nothing runs, nothing pings, limits hold."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from html.parser import HTMLParser
+from typing import Any
+
+import pytest
+
+from digest.render import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER, Renderer
+from digest.safety import discord_escape
+from digest.split import TELEGRAM_LIMIT, discord_problems, telegram_text, utf16_len
+from digest.views import DigestView, EventView, SourceLink
+from digest.wrap import MAX_LINE_OCTETS
+from tests.test_split import check_telegram, parse, squash
+
+SCRIPT = "<script>alert(1)</script>"
+TITLE = (f"{SCRIPT} [click](javascript:alert(1)) **bold** @everyone <@123> & < "
+         "\x1b[31m\u202egnp.exe \ud83d 编译器 😀")
+MENTIONS = "<@!123> <@&456> <#789> @here @everyone </cmd:1> <t:1700000000:R>"
+MARKDOWN = "[x](javascript:alert(3)) ```code``` ||spoiler|| ~~s~~ __u__\n> quote\n# heading\n- list\n1. one"
+LONG = ("编译器把算子下沉到循环。" * 300 + "😀👍🏽👨\u200d👩\u200d👧🇨🇳" * 300
+        + " Triton kernels & <fusion> beat 1.5x. " * 120)
+BAD_URLS = ("javascript:alert(2)", "data:text/html;base64,PHNjcmlwdD4=", "JaVaScRiPt:alert(4)",
+            "vbscript:x", "//evil.example/x", "https://ok.example/a b")
+SITE = "https://digest.example"
+
+
+def hostile_events(make_event: Callable[..., EventView]) -> tuple[EventView, ...]:
+    """Three events with every kind of attack, long texts and characters that are hard to split."""
+    bad_sources = tuple(SourceLink(f"src <b>{i}</b> @everyone", url) for i, url in enumerate(BAD_URLS))
+    many = tuple(SourceLink(f"[name {i}](javascript:x) " + "长" * 40, f"https://s{i}.example/?a=1&b=<2>")
+                 for i in range(60))
+    return (
+        make_event(1, title=TITLE, url="javascript:alert(1)", summary=LONG + MARKDOWN,
+                   why_it_matters=MENTIONS + " " + MARKDOWN, layers=("frontend", "<b>bad</b>"),
+                   sources=(*bad_sources, SourceLink('ok " & <fine>', "https://ok.example/?a=1&b=\"2\""))),
+        make_event(2, title="😀" * 600, url="data:text/html,x", summary="😀" * 5000,
+                   why_it_matters="字" * 10000, layers=(), sources=many),
+        make_event(3, title="A" * 10000, summary="x" * 10000, why_it_matters=SCRIPT,
+                   layers=("kernel_codegen",), written_by="@everyone <@1>"),
+    )
+
+
+@pytest.fixture(params=["zh", "en"])
+def view(request: pytest.FixtureRequest, make_view: Callable[..., DigestView],
+         make_event: Callable[..., EventView]) -> DigestView:
+    """The hostile digest in one locale."""
+    return make_view(hostile_events(make_event), locale=request.param, title=TITLE,
+                     overview=LONG, watchlist=(SCRIPT, "@everyone", "<@123>", MARKDOWN),
+                     stats={"entries_by_source": {"<b>src</b>": 2}, "failed_sources": ["<i>x</i>"],
+                            "late": 1})
+
+
+@pytest.fixture(scope="module")
+def renderer() -> Renderer:
+    """One renderer for the module."""
+    return Renderer(site_url=SITE)
+
+
+class Audit(HTMLParser):
+    """Every start tag and attribute of an HTML document."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, attrs))
+
+    handle_startendtag = handle_starttag
+
+
+def audit_html(document: str) -> None:
+    """No script element, no event handler attribute, every link http(s) (or a mail placeholder)."""
+    audit = Audit()
+    audit.feed(document)
+    audit.close()
+    assert audit.tags, "parsed nothing"
+    placeholders = {UNSUBSCRIBE_PLACEHOLDER, PREFERENCES_PLACEHOLDER}
+    for tag, attrs in audit.tags:
+        assert tag not in ("script", "iframe", "object", "embed"), tag
+        for name, value in attrs:
+            assert not name.startswith("on"), name
+            if name in ("href", "src", "action", "formaction"):
+                assert value and (value.startswith(("http://", "https://")) or value in placeholders), value
+
+
+def no_bad_urls(text: str) -> None:
+    """None of the dropped link targets shows up anywhere."""
+    for url in ("javascript:alert(2)", "data:text/html", "JaVaScRiPt:", "vbscript:", "//evil.example"):
+        assert url not in text, url
+    assert "\x1b" not in text and "\u202e" not in text
+
+
+def test_web_page_and_email_html(renderer: Renderer, view: DigestView) -> None:
+    parts = renderer.email_parts(view)
+    for document in (renderer.render(view, "html"), parts.html):
+        audit_html(document)
+        no_bad_urls(document)
+        assert SCRIPT not in document and "&lt;script&gt;" in document
+
+
+def test_markdown(renderer: Renderer, view: DigestView) -> None:
+    md = renderer.render(view, "md")
+    no_bad_urls(md)
+    assert not re.search(r"(?<!\\)<script", md)
+    assert not re.search(r"(?<!\\)\*\*bold", md)
+    for target in re.findall(r"(?<!\\)\]\(([^)]*)\)", md):
+        assert target.startswith(("http://", "https://")), target
+
+
+def test_plain_text_and_email_text(renderer: Renderer, view: DigestView) -> None:
+    text = renderer.render(view, "text")
+    mail = renderer.email_parts(view)
+    for body in (text, mail.text):
+        no_bad_urls(body)
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f]", body)
+    assert all(len(line.encode()) <= MAX_LINE_OCTETS for line in mail.text.split("\n"))
+    assert "\n" not in mail.subject and "\r" not in mail.subject and len(mail.subject) <= 200
+    assert squash(LONG) in squash(mail.text)
+
+
+def test_telegram(renderer: Renderer, view: DigestView) -> None:
+    messages = renderer.telegram(view)
+    check_telegram(messages, messages, TELEGRAM_LIMIT - 1)
+    for message in messages:
+        no_bad_urls(message)
+        assert "<script" not in message
+        for tag, attrs in parse(message).tags:
+            assert tag in ("b", "i", "a", "code", "blockquote")
+            assert all(k == "href" and v and v.startswith(("http://", "https://")) for k, v in attrs.items())
+    shown = squash("".join(telegram_text(m) for m in messages))
+    for text in (LONG, "😀" * 5000, "字" * 10000, "x" * 10000, SCRIPT, MENTIONS):
+        assert squash(text) in shown, "a long text lost something"
+    assert squash(telegram_text(messages[0])).startswith(squash(SCRIPT))
+
+
+def discord_texts(payload: dict[str, Any]) -> Iterator[str]:
+    """Every text of a payload that Discord shows."""
+    yield payload["content"]
+    for embed in payload["embeds"]:
+        yield embed.get("title", "")
+        yield embed.get("description", "")
+        yield embed.get("footer", {}).get("text", "")
+        for field in embed.get("fields", []):
+            yield field["name"]
+            yield field["value"]
+
+
+def test_discord(renderer: Renderer, view: DigestView) -> None:
+    payloads = renderer.discord(view)
+    for payload in payloads:
+        assert not discord_problems(payload)
+        assert payload["allowed_mentions"] == {"parse": []}
+        for embed in payload["embeds"]:
+            assert embed.get("url", "https://").startswith(("http://", "https://"))
+        for text in discord_texts(payload):
+            no_bad_urls(text)
+            assert not re.search(r"@(everyone|here)", text), text[:200]
+            assert not re.search(r"<[@#]|<t:|</[\w -]+:\d", text), text[:200]
+            assert not re.search(r"(?<!\\)\*\*bold|(?<!\\)\|\|spoiler|(?<!\\)```", text)
+            for target in re.findall(r"(?<!\\)\]\(([^)]*)\)", text):
+                assert target.startswith(("http://", "https://")), target
+    descriptions = squash("".join(e.get("description", "") for p in payloads for e in p["embeds"]))
+    assert squash(discord_escape(LONG)) in descriptions
+    assert squash(discord_escape("字" * 10000)) in descriptions
+
+
+def test_limits_hold_for_huge_titles(renderer: Renderer, view: DigestView) -> None:
+    for payload in renderer.discord(view):
+        assert all(utf16_len(e.get("title", "")) <= 256 for e in payload["embeds"])
+    assert max(len(line.encode()) for line in renderer.render(view, "text").split("\n")) < 40000
+
+
+def test_json_drops_control_characters_and_bad_links(renderer: Renderer, view: DigestView) -> None:
+    data = renderer.render(view, "json")
+    data.encode("utf-8")  # no lone surrogate left
+    assert "\\u001b" not in data and "\u202e" not in data and "javascript:alert(2)" not in data
