@@ -107,14 +107,18 @@ class Renderer:
         """What every template gets."""
         zone = ZoneInfo(self.timezone)
         site = self.site_url
+        t = {**labels(view.locale), **EXTRA_LABELS.get(view.locale, EXTRA_LABELS["en"])}
+        publishers = _publishers(view)
         return {
             "view": view,
-            "t": {**labels(view.locale), **EXTRA_LABELS.get(view.locale, EXTRA_LABELS["en"])},
+            "t": t,
             "layer_label": lambda lid: BY_ID[lid].label(view.locale) if lid in BY_ID else lid,
             "component_label": lambda name: component_label(name, view.locale),
             "window_start": view.window_start.astimezone(zone).isoformat(),
             "window_end": view.window_end.astimezone(zone).isoformat(),
-            "publishers": _publishers(view),
+            "publishers": publishers,
+            "mode_line": mode_line(view),
+            "raw_line": t["list_sep"].join(t["raw_item"].format(name=k, n=v) for k, v in publishers),
             "site_url": site,
             "digest_url": safe_url(f"{site}/d/{view.date.isoformat()}"),
             "event_url": lambda e: safe_url(f"{site}/e/{e.id}"),
@@ -180,6 +184,14 @@ def _event_json(e: EventView) -> dict[str, Any]:
         "summary": e.summary, "why_it_matters": e.why_it_matters,
         "watch": list(e.watch), "written_by": e.written_by, "updated": e.updated,
     }
+
+
+def mode_line(view: DigestView) -> str:
+    """The generation mode, with how many parts each mode wrote when it is mixed."""
+    mode = view.generation_mode
+    if mode != "mixed":
+        return mode
+    return f"{mode} (" + ", ".join(f"{k}: {v}" for k, v in view.modes_used.items()) + ")"
 
 
 def _publishers(view: DigestView) -> list[tuple[str, int]]:

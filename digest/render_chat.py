@@ -143,10 +143,9 @@ def notes_embeds(c: dict[str, Any]) -> list[dict[str, Any]]:
     watch = [f"• {discord_escape(w)}" for w in view.watchlist]
     notes = [
         f"• {t['window']}{colon}{c['window_start']} {t['window_to']} {c['window_end']}",
-        f"• {t['mode']}{colon}{discord_escape(_mode_line(view))}",
+        f"• {t['mode']}{colon}{discord_escape(c['mode_line'])}",
         f"• {t['caution']}",
-        f"• {t['raw']}{colon}" + discord_escape(t["list_sep"].join(
-            t["raw_item"].format(name=k, n=v) for k, v in c["publishers"])),
+        f"• {t['raw']}{colon}" + discord_escape(c["raw_line"]),
     ]
     if view.stats.get("failed_sources"):
         notes.append(f"• {t['failed']}{colon}{discord_escape(', '.join(view.stats['failed_sources']))}")
@@ -158,10 +157,3 @@ def notes_embeds(c: dict[str, Any]) -> list[dict[str, Any]]:
     sections.append((f"**{t['notes']}**\n", "\n".join(notes)))
     return [{"description": chunk, "color": NOTES_COLOUR}
             for chunk in _paragraphs(sections, DISCORD_DESCRIPTION)]
-
-
-def _mode_line(view: Any) -> str:
-    mode = str(view.generation_mode)
-    if mode != "mixed":
-        return mode
-    return f"{mode} (" + ", ".join(f"{k}: {v}" for k, v in view.modes_used.items()) + ")"

@@ -179,3 +179,19 @@ def test_json_drops_control_characters_and_bad_links(renderer: Renderer, view: D
     data = renderer.render(view, "json")
     data.encode("utf-8")  # no lone surrogate left
     assert "\\u001b" not in data and "\u202e" not in data and "javascript:alert(2)" not in data
+
+
+def test_publisher_names_are_escaped_in_the_data_notes(
+    renderer: Renderer, make_view: Callable[..., DigestView], make_event: Callable[..., EventView]
+) -> None:
+    """Source names come from a source file: the notes escape them in every format."""
+    name = "Evil <Blog> & Co"
+    evil = make_view(hostile_events(make_event), stats={"entries_by_publisher": {name: 2}, "entries": 2})
+    last = renderer.telegram(evil)[-1]
+    assert "Evil &lt;Blog&gt; &amp; Co" in last and name not in last
+    email = renderer.email_parts(evil)
+    assert name not in email.html and "Evil &lt;Blog&gt; &amp; Co" in email.html
+    assert "Evil \\<Blog\\> & Co" in renderer.render(evil, "md")
+    assert name in renderer.render(evil, "text")
+    notes = renderer.discord(evil)[-1]["embeds"][-1]["description"]
+    assert "Evil \\<Blog\\> & Co" in notes or "Evil <Blog> & Co" in notes
