@@ -63,13 +63,17 @@ def build_parser() -> argparse.ArgumentParser:
     samples.add_argument("--out", default="var/samples", help="folder to write (default var/samples)")
     samples.set_defaults(handler=commands.samples)
 
-    run = sub.add_parser("run", help="the daily job: fetch, then build the latest closed window")
+    run = sub.add_parser("run", help="the daily job: fetch, build and publish the latest closed window")
     run.add_argument("--json", action="store_true", help="print the fetch results as JSON")
     run.set_defaults(handler=commands.run)
 
     from digest import cmd_digest
 
     cmd_digest.add_commands(sub, _date)
+
+    from digest import cmd_publish
+
+    cmd_publish.add_commands(sub, _date)
 
     from digest import cmd_subscribers
 
@@ -78,7 +82,24 @@ def build_parser() -> argparse.ArgumentParser:
     from digest import cmd_web
 
     cmd_web.add_commands(sub)
+
+    bot = sub.add_parser("bot", help="run a chat bot in the foreground (long polling)")
+    bot.add_argument("platform", metavar="PLATFORM", help="telegram (installed bots are entry points)")
+    bot.set_defaults(handler=bot_cmd)
     return parser
+
+
+async def bot_cmd(settings: Settings, args: argparse.Namespace) -> int:
+    """``digest bot PLATFORM``: run the bot registered under that entry point until SIGINT/SIGTERM."""
+    from importlib.metadata import entry_points
+
+    group = "compiler_digest.bots"
+    found = [ep for ep in entry_points(group=group) if ep.name == args.platform]
+    if not found:
+        known = ", ".join(sorted(ep.name for ep in entry_points(group=group))) or "none"
+        raise UsageError(f"no bot named {args.platform!r} is installed (installed: {known})")
+    run: Callable[[Settings], Coroutine[Any, Any, int]] = found[0].load()
+    return await run(settings)
 
 
 def _configure_logging(verbosity: int) -> None:

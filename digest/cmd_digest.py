@@ -21,7 +21,7 @@ from digest.window import latest_closed, window_for
 if TYPE_CHECKING:
     from digest.build import BuildOptions
 
-PREVIEW_FORMATS = ("md", "text", "html", "json", "telegram", "discord")
+PREVIEW_FORMATS = ("md", "text", "html", "json", "telegram", "discord", "email")
 
 
 def add_commands(sub: Any, date_type: Callable[[str], dt.date]) -> None:
@@ -141,6 +141,11 @@ async def preview_cmd(settings: Settings, args: argparse.Namespace) -> int:
         view = await load_view(session, args.date, locale)
     view = filter_view(view, layers, args.min_score)
     renderer = Renderer(site_url=settings.site_url, timezone=settings.timezone)
+    if args.format == "email":
+        from digest.mailer import preview_eml
+
+        sys.stdout.write(preview_eml(view, settings))
+        return 0
     sys.stdout.write(renderer.render(view, args.format))
     return 0
 

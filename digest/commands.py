@@ -170,14 +170,16 @@ async def samples(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def run(settings: Settings, args: argparse.Namespace) -> int:
-    """``digest run``: the daily job (fetch; build and publish follow in later stages)."""
+    """``digest run``: the daily job: fetch, build and publish the latest closed window."""
     results = await _fetch(settings, store=True)
     code = _report(results, args.json)
     if code:
         return code
-    from digest import cmd_digest
+    from digest import cmd_digest, cmd_publish
 
-    return await cmd_digest.build_latest(settings, now_utc())
+    now = now_utc()
+    await cmd_digest.build_latest(settings, now)
+    return await cmd_publish.publish_latest(settings, now)
 
 
 OFFLINE_HINT = (

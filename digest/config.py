@@ -66,6 +66,13 @@ class Settings(BaseSettings):
     mail_from: str = "compiler-digest <digest@localhost>"
     mail_outbox: Path = Path("./var/outbox")
     unsubscribe_mailto: str | None = None
+    smtp_concurrency: int = Field(4, ge=1, le=64)
+    smtp_rate: float = Field(0.0, ge=0)
+    smtp_timeout: float = Field(60.0, gt=0)
+    outbox_lease: float = Field(600.0, gt=0)
+    send_attempts: int = Field(3, ge=1, le=10)
+    send_backoff: float = Field(1.0, ge=0)
+    send_retry_later: float = Field(600.0, ge=0)
 
     telegram_token: SecretStr | None = None
     telegram_api_base: str | None = None

@@ -1,0 +1,200 @@
+"""Handlers of the sending commands: ``publish`` and ``worker``.
+
+``digest publish --date D [--dry-run] [--to ADDRESS] [--json]`` plans (first
+publish only) and sends; ``digest worker [--once]`` sends what any publish
+left, for every published digest, until stopped (SIGTERM/SIGINT finish the
+messages in flight first). Both print the run report on stdout (a table, or
+JSON with ``--json``) and progress on stderr when it is a terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from digest.channels import PushChannel, available_channels, load_channel
+from digest.config import Settings
+from digest.db import open_database
+from digest.errors import DigestError, UsageError
+from digest.table import format_table
+
+if TYPE_CHECKING:
+    from digest.publish import PublishOptions, PublishReport, Runner
+    from digest.sending import Progress, SendOptions, Tally
+
+COLUMNS = ("planned", "empty", "sent", "skipped", "retried", "deferred", "failed", "resent")
+
+
+def _iso_date(text: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
+
+
+def add_commands(sub: Any, date_type: Callable[[str], dt.date] | None = None) -> None:
+    """Register ``publish`` and ``worker`` on the CLI."""
+    publish = sub.add_parser("publish", help="plan a built digest's deliveries (once) and send them")
+    publish.add_argument("--date", type=date_type or _iso_date, required=True, help="YYYY-MM-DD")
+    publish.add_argument("--dry-run", action="store_true",
+                         help="plan and render in memory; write and send nothing (--to still sends)")
+    publish.add_argument("--to", metavar="ADDRESS", help="first send one unfiltered copy to ADDRESS")
+    publish.add_argument("--json", action="store_true", help="print the run report as JSON")
+    publish.set_defaults(handler=publish_cmd)
+
+    worker = sub.add_parser("worker", help="send the planned deliveries of every published digest")
+    worker.add_argument("--once", action="store_true", help="one sweep, then exit")
+    worker.add_argument("--poll", type=float, default=30.0, help="seconds between sweeps (default 30)")
+    worker.add_argument("--json", action="store_true", help="print the run report as JSON")
+    worker.set_defaults(handler=worker_cmd)
+
+
+def now_utc() -> dt.datetime:
+    """The clock, read at the edge."""
+    return dt.datetime.now(dt.UTC)
+
+
+def channel_for(name: str, settings: Settings) -> PushChannel:
+    """The channel registered under ``name``; email works even before its entry point is installed."""
+    if name == "email" and name not in available_channels():
+        from digest.mailer import create_channel
+
+        return create_channel(settings)
+    return load_channel(name, settings)
+
+
+def send_options(settings: Settings) -> SendOptions:
+    """Retry policy and lease from settings (defaults until config.py has them)."""
+    from digest.sending import SendOptions
+
+    return SendOptions(
+        attempts_per_run=settings.send_attempts,
+        backoff=settings.send_backoff,
+        lease=dt.timedelta(seconds=settings.outbox_lease),
+        retry_later=dt.timedelta(seconds=settings.send_retry_later),
+    )
+
+
+def _progress() -> Progress | None:
+    """A throttled one-line progress on stderr, or None when stderr is not a terminal."""
+    if not sys.stderr.isatty():
+        return None
+    last = [0.0]
+
+    def show(name: str, tally: Tally) -> None:
+        if time.monotonic() - last[0] < 0.2:
+            return
+        last[0] = time.monotonic()
+        print(f"\r{name}: {tally.sent} sent, {tally.deferred} deferred, {tally.failed} failed ",
+              end="", file=sys.stderr, flush=True)
+
+    return show
+
+
+@asynccontextmanager
+async def runner(settings: Settings, options: PublishOptions) -> AsyncIterator[Runner]:
+    """A publish runner wired from settings; closes the channels and the database at the end."""
+    from digest.mailer import MailIdentity
+    from digest.publish import Channels, Composer, Runner
+    from digest.render import Renderer
+
+    identity = MailIdentity.from_settings(settings.mail_from, settings.unsubscribe_mailto)
+    async with open_database(settings.database_url) as sessions:
+        composer = Composer(sessions, Renderer(site_url=settings.site_url, timezone=settings.timezone),
+                            identity, site_url=settings.site_url, secret=settings.secret(), clock=now_utc)
+        channels = Channels(lambda name: channel_for(name, settings))
+        try:
+            yield Runner(sessions, channels, composer, now_utc, options, _progress())
+        finally:
+            await channels.aclose()
+
+
+def print_report(report: PublishReport, as_json: bool) -> None:
+    """The run report: a table per channel (and notes), or JSON."""
+    from digest.cli import print_json
+
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    if as_json:
+        print_json(report.as_json())
+        return
+    rows = [(name, *(getattr(t, c) for c in COLUMNS)) for name, t in sorted(report.channels.items())]
+    total = report.total()
+    rows.append(("total", *(getattr(total, c) for c in COLUMNS)))
+    print(format_table(("channel", *COLUMNS), rows, right=range(1, len(COLUMNS) + 1)))
+    for name, tally in sorted(report.channels.items()):
+        for note in tally.notes:
+            print(f"{name}: {note} (its rows stay planned)")
+    if total.resent:
+        print(f"{total.resent} message(s) resent after a crash: they may have arrived twice "
+              "(same Message-ID)")
+    if report.check_copy:
+        print(f"check copy sent to {report.check_copy}")
+    if report.dry_run:
+        print(f"dry run: {total.rendered} message(s) rendered, nothing written or sent")
+
+
+def _validated_to(address: str | None) -> str | None:
+    if address is None:
+        return None
+    from digest.subscriptions import validate_address
+
+    try:
+        return validate_address("email", address)
+    except DigestError as exc:
+        raise UsageError(f"--to: {exc}") from None
+
+
+async def publish_cmd(settings: Settings, args: argparse.Namespace) -> int:
+    """``digest publish --date D``."""
+    from digest.publish import PublishOptions
+
+    options = PublishOptions(dry_run=args.dry_run, to=_validated_to(args.to), send=send_options(settings))
+    return await _publish(settings, args.date, options, args.json)
+
+
+async def _publish(settings: Settings, date: dt.date, options: PublishOptions, as_json: bool) -> int:
+    from digest.sending import DeliveryError
+
+    async with runner(settings, options) as run:
+        try:
+            await run.publish(date, settings.locales[0])
+        except DeliveryError:
+            if run.report.date is not None:
+                print_report(run.report, as_json)
+            raise
+    print_report(run.report, as_json)
+    return 0
+
+
+async def publish_latest(settings: Settings, now: dt.datetime) -> int:
+    """Publish the latest closed window (the tail of ``digest run``)."""
+    from digest.publish import PublishOptions
+    from digest.window import latest_closed
+
+    options = PublishOptions(send=send_options(settings))
+    return await _publish(settings, latest_closed(now, settings.timezone), options, False)
+
+
+async def worker_cmd(settings: Settings, args: argparse.Namespace) -> int:
+    """``digest worker``: send planned deliveries until SIGTERM/SIGINT (or one sweep with --once)."""
+    from digest.publish import PublishOptions
+
+    async with runner(settings, PublishOptions(send=send_options(settings))) as run:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, run.stop.set)
+        try:
+            report = await run.work(once=args.once, poll=args.poll)
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+    print_report(report, args.json)
+    return 0

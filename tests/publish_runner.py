@@ -1,0 +1,139 @@
+"""Helpers for the publishing tests: a built day, subscribers, a runner; and a ``digest`` entry point.
+
+``python -m tests.publish_runner publish --date D`` runs the CLI with the
+``publish``/``worker`` commands registered, whether or not ``digest.cli``
+wires them yet (the crash test runs it as a subprocess).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import sys
+from collections.abc import Callable, Sequence
+
+from digest.build import BuildOptions, build_digest
+from digest.channels import Message, Outcome, PushChannel, SendResult
+from digest.db import SessionFactory
+from digest.errors import ConfigError
+from digest.layers import LAYER_IDS
+from digest.mailer import MailIdentity
+from digest.models import Subscriber
+from digest.publish import Channels, Composer, PublishOptions, Runner
+from digest.render import Renderer
+from digest.sending import SendOptions
+from digest.window import window_for
+from tests.builders import COMPILER_PAPERS, add_entry, add_source
+
+DAY = dt.date(2026, 9, 29)
+WINDOW = window_for(DAY, "Asia/Shanghai")
+NOW = WINDOW.end + dt.timedelta(minutes=5)
+SECRET = "test-secret-key"
+SITE = "https://digest.example.org"
+FAST = SendOptions(backoff=0.01, lease=dt.timedelta(minutes=10), retry_later=dt.timedelta(0))
+
+
+async def build_day(sessions: SessionFactory, day: dt.date = DAY) -> int:
+    """Three compiler papers in the window of ``day``, built; returns the digest id."""
+    window = window_for(day, "Asia/Shanghai")
+    source = await add_source(sessions, f"arxiv-{day}", name="arXiv cs.PL", kind="arxiv", weight=0.7)
+    for n, (title, summary) in enumerate(COMPILER_PAPERS):
+        await add_entry(sessions, source, title, summary, window.start + dt.timedelta(hours=n + 1),
+                        arxiv_id=f"2609.0000{n}", arxiv_version=1, announce_type="new",
+                        url=f"https://arxiv.org/abs/2609.0000{n}")
+    report = await build_digest(sessions, day, BuildOptions(locales=("zh", "en")),
+                                now=window.end + dt.timedelta(minutes=5))
+    return report.digest_id
+
+
+async def add_subscriber(sessions: SessionFactory, address: str, *, channel: str = "email",
+                         layers: Sequence[str] = LAYER_IDS, min_score: float = 0.0, locale: str = "en",
+                         status: str = "active") -> int:
+    """A subscriber row; returns its id."""
+    async with sessions.begin() as session:
+        sub = Subscriber(channel=channel, address=address, locale=locale, layers=list(layers),
+                         min_score=min_score, status=status, created_at=NOW, updated_at=NOW,
+                         confirmed_at=NOW)
+        session.add(sub)
+        await session.flush()
+        return sub.id
+
+
+class RecordingChannel:
+    """A fake push channel: records every send; ``script`` gives outcomes per address, in turn."""
+
+    def __init__(self, name: str = "telegram", *, concurrency: int = 2, delay: float = 0.0,
+                 script: dict[str, list[SendResult]] | None = None) -> None:
+        self.name = name
+        self.concurrency = concurrency
+        self.delay = delay
+        self.script = {k: list(v) for k, v in (script or {}).items()}
+        self.sent: list[Message] = []
+        self.calls: list[Message] = []
+        self.closed = False
+
+    async def send(self, message: Message) -> SendResult:
+        """Record, wait ``delay``, answer the next scripted outcome (SENT when none is left)."""
+        self.calls.append(message)
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        queue = self.script.get(message.address)
+        result = queue.pop(0) if queue else SendResult(Outcome.SENT, len(message.parts))
+        if result.outcome is Outcome.SENT:
+            self.sent.append(message)
+        return result
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def make_runner(sessions: SessionFactory, channels: dict[str, PushChannel], *,
+                options: PublishOptions | None = None, clock: Callable[[], dt.datetime] | None = None,
+                mailto: str | None = None) -> Runner:
+    """A runner over ``channels`` (any other channel is "not configured")."""
+    def factory(name: str) -> PushChannel:
+        if name not in channels:
+            raise ConfigError(f"no {name} channel in this test")
+        return channels[name]
+
+    identity = MailIdentity.from_settings("Compiler Digest <digest@example.org>", mailto)
+    tick = clock or (lambda: dt.datetime.now(dt.UTC))
+    composer = Composer(sessions, Renderer(site_url=SITE), identity, site_url=SITE, secret=SECRET, clock=tick)
+    return Runner(sessions, Channels(factory), composer, tick, options or PublishOptions(send=FAST))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``digest`` CLI with ``publish`` and ``worker`` registered (until cli.py wires them)."""
+    import logging
+
+    from digest import cli, cmd_publish
+    from digest.config import Settings, load_settings
+    from digest.errors import DigestError, UsageError
+
+    class _TestSettings(Settings):
+        """Settings with the sending knobs config.py may not have yet (read from DIGEST_*)."""
+
+        outbox_lease: float = 600.0
+        send_backoff: float = 1.0
+        send_retry_later: float = 600.0
+        smtp_concurrency: int = 4
+
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    if "publish" not in getattr(sub, "choices", {}):
+        cmd_publish.add_commands(sub)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    try:
+        settings = load_settings() if "outbox_lease" in Settings.model_fields else _TestSettings()
+        return asyncio.run(args.handler(settings, args))
+    except UsageError as exc:
+        print(f"digest: {exc}", file=sys.stderr)
+        return 2
+    except DigestError as exc:
+        print(f"digest: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,194 @@
+"""Outbox bookkeeping on SQLite and PostgreSQL: plan once, claim, lease, record, share between workers."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections import Counter
+
+import pytest
+from sqlalchemy import func, select
+
+from digest.db import SessionFactory, open_database
+from digest.models import Delivery, Digest, Subscriber
+from digest.outbox import (
+    FAILED,
+    PLANNED,
+    SENDING,
+    SENT,
+    EventFacts,
+    Record,
+    apply,
+    claim,
+    digests_with_work,
+    kept_events,
+    pending_counts,
+    plan_deliveries,
+)
+from digest.publish import PublishReport
+from tests.publish_runner import NOW, RecordingChannel, add_subscriber, build_day, make_runner
+
+LEASE = dt.timedelta(minutes=10)
+
+
+def _mid(channel: str, sid: int) -> str | None:
+    return f"<m-{sid}@x>" if channel == "email" else None
+
+
+async def _digest(sessions: SessionFactory, digest_id: int) -> Digest:
+    async with sessions() as session:
+        return await session.get_one(Digest, digest_id)
+
+
+async def _rows(sessions: SessionFactory) -> list[Delivery]:
+    async with sessions() as session:
+        return list((await session.scalars(select(Delivery).order_by(Delivery.id))).all())
+
+
+def test_kept_events_match_the_filter_semantics() -> None:
+    events = [EventFacts(1, frozenset({"a", "b"}), 50.0), EventFacts(2, frozenset({"c"}), 30.0)]
+    assert kept_events(events, {"b", "z"}, 0) == (1,)
+    assert kept_events(events, {"a", "c"}, 40) == (1,)
+    assert kept_events(events, {"a", "c"}, 30) == (1, 2)
+    assert kept_events(events, {"z"}, 0) == () == kept_events(events, set(), 0)
+
+
+async def test_planning_happens_once_for_the_subscribers_active_then(sessions: SessionFactory) -> None:
+    digest_id = await build_day(sessions)
+    everyone = await add_subscriber(sessions, "all@example.com")
+    chat = await add_subscriber(sessions, "12345", channel="telegram")
+    await add_subscriber(sessions, "none@example.com", layers=["distributed"])
+    await add_subscriber(sessions, "high@example.com", min_score=99)
+    await add_subscriber(sessions, "left@example.com", status="unsubscribed")
+    async with sessions.begin() as session:
+        plan = await plan_deliveries(session, await _digest(sessions, digest_id), NOW, message_id=_mid)
+    assert plan.first and plan.planned == {"email": 1, "telegram": 1} and plan.empty == {"email": 2}
+    rows = await _rows(sessions)
+    assert [(r.subscriber_id, r.status, r.message_id) for r in rows] == [
+        (everyone, PLANNED, f"<m-{everyone}@x>"), (chat, PLANNED, None)]
+    assert (await _digest(sessions, digest_id)).published_at == NOW
+    await add_subscriber(sessions, "late@example.com")
+    async with sessions.begin() as session:
+        again = await plan_deliveries(session, await _digest(sessions, digest_id), NOW, message_id=_mid)
+    assert not again.first and len(await _rows(sessions)) == 2
+
+
+async def test_dry_run_planning_writes_nothing(sessions: SessionFactory) -> None:
+    digest_id = await build_day(sessions)
+    await add_subscriber(sessions, "all@example.com")
+    async with sessions.begin() as session:
+        plan = await plan_deliveries(session, await _digest(sessions, digest_id), NOW, message_id=_mid,
+                                     dry_run=True)
+    assert plan.first and plan.planned == {"email": 1} and len(plan.audience) == 1
+    assert await _rows(sessions) == [] and (await _digest(sessions, digest_id)).published_at is None
+
+
+async def test_concurrent_planners_plan_each_row_once(db_url: str) -> None:
+    async with open_database(db_url) as sessions:
+        digest_id = await build_day(sessions)
+        for n in range(40):
+            await add_subscriber(sessions, f"r{n}@example.com")
+
+        async def planner() -> bool:
+            async with sessions.begin() as session:
+                digest = await session.get_one(Digest, digest_id)
+                return (await plan_deliveries(session, digest, NOW, message_id=_mid)).first
+
+        firsts = await asyncio.gather(*(planner() for _ in range(4)))
+        rows = await _rows(sessions)
+    assert sorted(firsts) == [False, False, False, True]
+    assert len(rows) == 40 == len({r.subscriber_id for r in rows})
+
+
+async def _claim(sessions: SessionFactory, now: dt.datetime, *, limit: int = 10,
+                 started: dt.datetime | None = None, exclude: tuple[int, ...] = ()) -> list[int]:
+    async with sessions.begin() as session:
+        got = await claim(session, digest_id=None, channels=["email"], limit=limit, now=now, lease=LEASE,
+                          planned_before=started or now, exclude=exclude)
+    return [c.delivery_id for c in got]
+
+
+async def _planned(sessions: SessionFactory, n: int) -> int:
+    digest_id = await build_day(sessions)
+    for i in range(n):
+        await add_subscriber(sessions, f"r{i}@example.com")
+    async with sessions.begin() as session:
+        await plan_deliveries(session, await _digest(sessions, digest_id), NOW, message_id=_mid)
+    return digest_id
+
+
+async def test_claims_respect_limit_lease_and_exclusions(sessions: SessionFactory) -> None:
+    await _planned(sessions, 5)
+    assert await _claim(sessions, NOW, limit=2) == [1, 2]
+    assert await _claim(sessions, NOW + LEASE - dt.timedelta(seconds=1), limit=1) == [3]
+    async with sessions() as session:
+        assert await pending_counts(session) == {"email": 5}
+    later = NOW + LEASE + dt.timedelta(seconds=30)
+
+    async def take(limit: int, exclude: tuple[int, ...] = ()) -> list[tuple[int, bool]]:
+        async with sessions.begin() as session:
+            got = await claim(session, digest_id=None, channels=["email"], limit=limit, now=later,
+                              lease=LEASE, planned_before=later, exclude=exclude)
+        return [(c.delivery_id, c.resumed) for c in got]
+
+    assert await take(3, exclude=(1,)) == [(2, True), (4, False), (5, False)]
+    assert await take(10) == [(1, True)]  # 3's lease still holds
+    assert {r.status for r in await _rows(sessions)} == {SENDING}
+
+
+async def test_rows_handled_in_this_run_are_not_claimed_again(sessions: SessionFactory) -> None:
+    await _planned(sessions, 1)
+    (did,) = await _claim(sessions, NOW)
+    deferred = Record(did, PLANNED, 1, 0, 1, "451 later", claimed_at=NOW + dt.timedelta(seconds=5),
+                      message_id="<m-1@x>")
+    async with sessions.begin() as session:
+        await apply(session, [deferred])
+    assert await _claim(sessions, NOW + dt.timedelta(seconds=6), started=NOW) == []
+    assert await _claim(sessions, NOW + dt.timedelta(hours=1)) == [did]
+
+
+async def test_records_and_refusals_are_written(sessions: SessionFactory) -> None:
+    await _planned(sessions, 2)
+    a, b = await _claim(sessions, NOW)
+    async with sessions.begin() as session:
+        await apply(session, [
+            Record(a, SENT, 1, 1, 1, None, NOW, sent_at=NOW, message_id="<m-1@x>"),
+            Record(b, FAILED, 1, 0, 1, "550 gone", NOW, message_id="<m-2@x>", mark=(2, "bounced")),
+        ])
+    rows = await _rows(sessions)
+    assert [(r.status, r.parts_sent, r.attempts, r.sent_at, r.last_error) for r in rows] == [
+        (SENT, 1, 1, NOW, None), (FAILED, 0, 1, None, "550 gone")]
+    async with sessions() as session:
+        assert (await session.get_one(Subscriber, 2)).status == "bounced"
+        assert (await session.get_one(Subscriber, 1)).status == "active"
+        assert await digests_with_work(session, ["email"]) == []
+
+
+async def test_digests_with_work_lists_published_digests_with_rows(sessions: SessionFactory) -> None:
+    digest_id = await _planned(sessions, 1)
+    async with sessions() as session:
+        found = await digests_with_work(session, ["email"])
+        assert await digests_with_work(session, ["telegram"]) == []
+    assert [d for d, _ in found] == [digest_id]
+
+
+@pytest.mark.postgres
+async def test_two_workers_on_postgres_never_send_a_delivery_twice(postgres_url: str) -> None:
+    async with open_database(postgres_url) as sessions:
+        digest_id = await build_day(sessions)
+        for n in range(60):
+            await add_subscriber(sessions, f"r{n}@example.com")
+        async with sessions.begin() as session:
+            await plan_deliveries(session, await session.get_one(Digest, digest_id), NOW, message_id=_mid)
+        channels = [RecordingChannel("email", concurrency=3, delay=0.01) for _ in range(2)]
+        runners = [make_runner(sessions, {"email": ch}) for ch in channels]
+        reports = [PublishReport(None) for _ in runners]
+        await asyncio.gather(*(r.drain(rep, digest_id) for r, rep in zip(runners, reports, strict=True)))
+        async with sessions() as session:
+            statuses = Counter((await session.scalars(select(Delivery.status))).all())
+            attempts = await session.scalar(select(func.sum(Delivery.attempts)))
+    sent = Counter(m.delivery_id for ch in channels for m in ch.sent)
+    assert len(sent) == 60 and set(sent.values()) == {1}
+    assert all(ch.sent for ch in channels)  # both workers took a share
+    assert statuses == {SENT: 60} and attempts == 60
+    assert sum(rep.channels["email"].sent for rep in reports) == 60
