@@ -1,0 +1,45 @@
+"""Run a bot as its own process: ``digest bot telegram`` loads :func:`run_telegram` by entry point.
+
+The core CLI never imports ``bot``: it finds ``run_telegram`` in the entry-point
+group ``compiler_digest.bots`` and awaits it with the loaded settings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from typing import TYPE_CHECKING
+
+from digest.db import open_database
+
+if TYPE_CHECKING:
+    from digest.config import Settings
+
+log = logging.getLogger(__name__)
+
+
+async def until_signalled() -> None:
+    """Return on SIGINT or SIGTERM."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+async def run_telegram(settings: Settings, *, stop: asyncio.Event | None = None) -> int:
+    """Poll Telegram and answer commands until SIGINT or SIGTERM (or ``stop``); the exit code."""
+    from bot.telegram_bot import build_application, running, token_of
+
+    token_of(settings)  # a missing token is a one-line error before the database is opened
+    async with open_database(settings.database_url) as sessions:
+        app = build_application(settings, sessions)
+        async with running(app):
+            log.warning("telegram bot @%s polling; stop with Ctrl-C", app.bot.username)
+            await (stop.wait() if stop is not None else until_signalled())
+    return 0
