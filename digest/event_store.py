@@ -16,7 +16,7 @@ from digest.items import Item
 from digest.models import Digest, DigestEvent, Entry, Event, EventEntry, Source
 from digest.score import ScoreWeights, score
 from digest.taxonomy import Taxonomy
-from digest.write import EventInput, SourceText
+from digest.extractive import EventInput, SourceText
 
 KNOWN_LOOKBACK = dt.timedelta(days=30)
 

@@ -15,7 +15,7 @@ from digest.errors import BuildError
 from digest.layers import LAYER_IDS
 from digest.models import Digest, DigestEvent, DigestText, Entry, Event, EventEntry, Source, Writeup
 from digest.views import DigestView, EventView, SourceLink
-from digest.write import EventInput, EventWriteup, SourceText, extractive_day, extractive_event
+from digest.extractive import EventInput, EventWriteup, SourceText, extractive_day, extractive_event
 
 
 async def get_digest(session: AsyncSession, date: dt.date) -> Digest:

@@ -15,6 +15,7 @@ do not, because they sit in old emails.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import time
 from typing import Any
 
@@ -43,6 +44,7 @@ class _ClockSigner(TimestampSigner):
         return int(time.time()) if self._at is None else self._at
 
 
+@functools.lru_cache(maxsize=64)
 def _serializer(secret: str, purpose: str, at: int | None = None) -> URLSafeTimedSerializer:
     if purpose not in PURPOSES:
         raise ValueError(f"unknown token purpose {purpose!r}; valid: {', '.join(PURPOSES)}")

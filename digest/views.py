@@ -7,7 +7,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from digest.write import EventWriteup, extractive_day
+from digest.extractive import EventWriteup, extractive_day
 
 
 @dataclass(frozen=True)
