@@ -20,16 +20,15 @@ import datetime as dt
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import Text, cast, func, select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import func, select
 
 from bot.texts import COVERS, DESCRIBE, TEXTS, locale_from
 from digest.db import SessionFactory
 from digest.errors import BuildError, SubscriptionError
 from digest.i18n import component_label, labels
 from digest.layers import BY_ID, LAYER_IDS, LAYERS
-from digest.models import Digest, DigestEvent, Event, utcnow
-from digest.queries import RecentEvent, event_detail, event_texts, load_view
+from digest.models import Digest, utcnow
+from digest.queries import event_detail, load_view, recent_events
 from digest.safety import one_line
 from digest.subscriptions import (
     ACTIVE,
@@ -344,7 +343,8 @@ class Commands:
         layer, days = parse_recent(req.args)
         since = self.clock() - dt.timedelta(days=days)
         async with self.sessions() as session:
-            best = await best_recent(session, req.locale, since, layer, self.recent_limit)
+            best = await recent_events(session, req.locale, since=since, layer=layer,
+                                         limit=self.recent_limit, order="score")
         locale = req.locale
         where = f" · {BY_ID[layer].label(locale)}" if layer else ""
         if not best:
@@ -391,25 +391,6 @@ class Commands:
               for s in found.sources],
         ]
         return Reply(lines=tuple(lines))
-
-
-async def best_recent(session: AsyncSession, locale: str, since: dt.datetime, layer: str | None,
-                      limit: int) -> list[RecentEvent]:
-    """The best-scored events of digests whose window ended after ``since``; texts for those only."""
-    recent = select(Digest.id).where(Digest.window_end > since)  # IN, so digest_event's key is used
-    query = (select(Event, DigestEvent, Digest.date).join(DigestEvent, DigestEvent.event_id == Event.id)
-             .join(Digest, Digest.id == DigestEvent.digest_id).where(DigestEvent.digest_id.in_(recent))
-             .order_by(DigestEvent.score.desc(), Digest.date.desc(), DigestEvent.rank).limit(limit * 4))
-    if layer is not None:  # a closed set of plain ids: no LIKE escaping needed beyond the quotes
-        query = query.where(cast(DigestEvent.layers, Text).like(f'%"{layer}"%'))
-    best: dict[int, tuple[Event, DigestEvent, dt.date]] = {}
-    for event, snap, date in (await session.execute(query)).all():
-        best.setdefault(event.id, (event, snap, date))
-    chosen = list(best.values())[:limit]
-    texts = await event_texts(session, [(e, s) for e, s, _ in chosen], locale)
-    return [RecentEvent(e.id, texts[e.id].title, texts[e.id].summary, e.url, s.score,
-                        dict(s.score_breakdown), tuple(s.layers), date, s.rank, e.first_seen)
-            for e, s, date in chosen]
 
 
 def command_descriptions(locale: str) -> list[tuple[str, str]]:

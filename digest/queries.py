@@ -12,10 +12,10 @@ from sqlalchemy import ColumnElement, Text, cast, exists, func, literal, select,
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from digest.errors import BuildError
+from digest.extractive import EventInput, EventWriteup, SourceText, extractive_day, extractive_event
 from digest.layers import LAYER_IDS
 from digest.models import Digest, DigestEvent, DigestText, Entry, Event, EventEntry, Source, Writeup
 from digest.views import DigestView, EventView, SourceLink
-from digest.extractive import EventInput, EventWriteup, SourceText, extractive_day, extractive_event
 
 
 async def get_digest(session: AsyncSession, date: dt.date) -> Digest:
@@ -295,26 +295,35 @@ async def event_texts(
 
 async def recent_events(
     session: AsyncSession, locale: str, *, since: dt.datetime, layer: str | None = None,
-    min_score: float = 0.0, limit: int = 200,
+    min_score: float = 0.0, limit: int = 200, order: str = "date",
 ) -> list[RecentEvent]:
-    """Events shown in digests whose window ended after ``since``: newest digest first, then rank."""
+    """Events shown in digests whose window ended after ``since``, each once.
+
+    ``order="date"``: newest digest first, then rank; ``order="score"``: best first.
+    Write-ups are loaded for the chosen events only.
+    """
+    recent = select(Digest.id).where(Digest.window_end > since)  # IN: digest_event's key is used
+    ranking = ((DigestEvent.score.desc(), Digest.date.desc(), DigestEvent.rank) if order == "score"
+               else (Digest.date.desc(), DigestEvent.rank))
     query = (
         select(Event, DigestEvent, Digest.date)
         .join(DigestEvent, DigestEvent.event_id == Event.id)
         .join(Digest, Digest.id == DigestEvent.digest_id)
-        .where(Digest.window_end > since, DigestEvent.score >= min_score)
-        .order_by(Digest.date.desc(), DigestEvent.rank)
+        .where(DigestEvent.digest_id.in_(recent), DigestEvent.score >= min_score)
+        .order_by(*ranking)
     )
     if layer is not None:
         query = query.where(_layer_like(DigestEvent.layers, layer))
-    latest: dict[int, tuple[Event, DigestEvent, dt.date]] = {}
+    chosen: dict[int, tuple[Event, DigestEvent, dt.date]] = {}
     for event, snap, date in (await session.execute(query)).all():
-        latest.setdefault(event.id, (event, snap, date))
-    chosen = list(latest.values())[:limit]
-    texts = await event_texts(session, [(e, s) for e, s, _ in chosen], locale)
+        chosen.setdefault(event.id, (event, snap, date))
+        if len(chosen) >= limit:
+            break
+    picked = list(chosen.values())
+    texts = await event_texts(session, [(e, s) for e, s, _ in picked], locale)
     return [RecentEvent(e.id, texts[e.id].title, texts[e.id].summary, e.url, s.score,
                         dict(s.score_breakdown), tuple(s.layers), date, s.rank, e.first_seen)
-            for e, s, date in chosen]
+            for e, s, date in picked]
 
 
 async def all_event_ids(session: AsyncSession) -> list[int]:
