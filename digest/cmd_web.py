@@ -41,12 +41,20 @@ def add_commands(sub: Any) -> None:
 
 def make_app(settings: Settings, sessions: SessionFactory) -> Starlette:
     """The web app wired from settings (the one place settings meet the app)."""
+    from digest.confirm_mail import one_shot
+    from digest.mailer import MailIdentity, create_channel
     from digest.render import Renderer
     from digest.web import create_app
+    from digest.web_subscribe import SubscriptionSetup
 
     renderer = Renderer(site_url=settings.site_url, timezone=settings.timezone)
-    return create_app(sessions, renderer, site_url=settings.site_url,
-                      default_locale=settings.locales[0], timezone=settings.timezone)
+    mail = SubscriptionSetup(
+        secret=settings.secret(),
+        identity=MailIdentity.from_settings(settings.mail_from, settings.unsubscribe_mailto),
+        send_mail=one_shot(lambda: create_channel(settings)),  # the newsletters' channel, one per mail
+    )
+    return create_app(sessions, renderer, site_url=settings.site_url, default_locale=settings.locales[0],
+                      timezone=settings.timezone, subscriptions=mail)
 
 
 def make_server(app: Starlette, host: str, port: int) -> uvicorn.Server:

@@ -31,6 +31,7 @@ LABELS: dict[str, dict[str, str]] = {
         "written_by": "撰写方式",
         "filtered": "已按订阅偏好筛选",
         "colon": "：",
+        "subscribe_link": "邮件订阅",
     },
     "en": {
         "overview": "Overview",
@@ -61,6 +62,110 @@ LABELS: dict[str, dict[str, str]] = {
         "written_by": "Written by",
         "filtered": "Filtered to your preferences",
         "colon": ": ",
+        "subscribe_link": "Subscribe by email",
+    },
+}
+
+# The subscription pages (digest.web_subscribe); the error texts are keyed by the form's error codes.
+SUBSCRIBE_LABELS: dict[str, dict[str, str]] = {
+    "zh": {
+        "sub_title": "邮件订阅",
+        "sub_intro": "每天早上八点，把编译器技术日报发到你的邮箱。只收你关心的层级，随时可以退订。",
+        "address": "邮箱地址",
+        "layers_legend": "关注的层级",
+        "layers_hint": "至少选一项；只会收到涉及这些层级的事件。",
+        "min_score": "最低评分",
+        "min_score_hint": "0–100，只收到评分不低于它的事件；0 表示全部。",
+        "locale_legend": "邮件语言",
+        "submit": "订阅",
+        "double_opt_in": "提交后我们会发一封确认邮件，确认之后才开始发送。",
+        "err_summary": "请修改下面标出的内容。",
+        "err_address": "请输入有效的邮箱地址。",
+        "err_layers": "请至少选择一个层级。",
+        "err_min_score": "最低评分须是 0 到 100 之间的数字。",
+        "err_locale": "请选择邮件语言。",
+        "err_form": "表单已过期，请再提交一次。",
+        "check_title": "请查收邮件",
+        "check_body": "如果 {address} 能收信，一封邮件正在路上。"
+                      "打开其中的链接即可完成订阅，链接 3 天内有效。",
+        "check_hint": "没有收到？看看垃圾邮件文件夹，或者过一会儿再试。",
+        "confirm_title": "确认订阅",
+        "confirm_body": "确认以 {address} 订阅编译器技术日报？",
+        "confirm_button": "确认订阅",
+        "confirmed_title": "订阅成功",
+        "confirmed_body": "{address} 会从下一期开始收到日报。",
+        "manage": "修改订阅偏好",
+        "invalid_title": "链接无效",
+        "invalid_body": "这个链接无效，或者已经不能再用了。",
+        "expired_title": "链接已过期",
+        "expired_body": "确认链接 3 天内有效，这个已经过期。重新订阅一次，我们会再发一封确认邮件。",
+        "subscribe_again": "重新订阅",
+        "forbidden_title": "无法提交",
+        "forbidden_body": "这个表单只能从本站提交。",
+        "unsub_title": "退订",
+        "unsub_body": "不再向 {address} 发送编译器技术日报？",
+        "unsub_button": "退订",
+        "unsubscribed_title": "已退订",
+        "unsubscribed_body": "{address} 不会再收到日报。",
+        "resubscribe": "改主意了？重新订阅",
+        "prefs_title": "订阅偏好",
+        "prefs_intro": "{address} 的订阅设置。",
+        "save": "保存",
+        "saved": "已保存。",
+        "prefs_inactive": "这个地址目前不会收到日报。保存偏好不会恢复订阅；要重新订阅，请使用订阅表单。",
+        "prefs_pending": "这个地址还没有确认订阅：请先打开确认邮件中的链接。",
+        "unsubscribe_here": "退订",
+    },
+    "en": {
+        "sub_title": "Subscribe by email",
+        "sub_intro": "The Compiler Digest in your inbox every morning at 08:00. Only the layers you care "
+                     "about; unsubscribe at any time.",
+        "address": "Email address",
+        "layers_legend": "Layers",
+        "layers_hint": "Choose at least one; you get the events that touch them.",
+        "min_score": "Minimum score",
+        "min_score_hint": "0–100: only events scoring at least this; 0 means all.",
+        "locale_legend": "Language",
+        "submit": "Subscribe",
+        "double_opt_in": "We send a confirmation email first; nothing else goes out until you confirm.",
+        "err_summary": "Please correct what is marked below.",
+        "err_address": "Enter a valid email address.",
+        "err_layers": "Choose at least one layer.",
+        "err_min_score": "The minimum score must be a number from 0 to 100.",
+        "err_locale": "Choose a language.",
+        "err_form": "This form has expired; please send it again.",
+        "check_title": "Check your inbox",
+        "check_body": "If {address} can receive mail, a message is on its way. Open its link to finish "
+                      "subscribing; the link works for 3 days.",
+        "check_hint": "Nothing there? Look in the spam folder, or try again later.",
+        "confirm_title": "Confirm your subscription",
+        "confirm_body": "Send the Compiler Digest to {address}?",
+        "confirm_button": "Confirm subscription",
+        "confirmed_title": "You are subscribed",
+        "confirmed_body": "{address} gets the digest from the next issue on.",
+        "manage": "Change preferences",
+        "invalid_title": "Invalid link",
+        "invalid_body": "This link is not valid, or can no longer be used.",
+        "expired_title": "Link expired",
+        "expired_body": "Confirmation links work for 3 days and this one has expired. Subscribe again "
+                        "and we will send a new one.",
+        "subscribe_again": "Subscribe again",
+        "forbidden_title": "Not sent",
+        "forbidden_body": "This form can only be sent from this site.",
+        "unsub_title": "Unsubscribe",
+        "unsub_body": "Stop sending the Compiler Digest to {address}?",
+        "unsub_button": "Unsubscribe",
+        "unsubscribed_title": "Unsubscribed",
+        "unsubscribed_body": "{address} will not get the digest any more.",
+        "resubscribe": "Changed your mind? Subscribe again",
+        "prefs_title": "Preferences",
+        "prefs_intro": "What {address} receives.",
+        "save": "Save",
+        "saved": "Saved.",
+        "prefs_inactive": "This address gets no digest now. Saving preferences does not subscribe it "
+                          "again; use the subscribe form for that.",
+        "prefs_pending": "This address has not confirmed yet: open the link in the confirmation email first.",
+        "unsubscribe_here": "Unsubscribe",
     },
 }
 
@@ -86,3 +191,8 @@ def labels(locale: str) -> dict[str, str]:
 def component_label(name: str, locale: str) -> str:
     """The display name of a score component."""
     return COMPONENTS.get(locale, COMPONENTS["en"]).get(name, name)
+
+
+def subscribe_labels(locale: str) -> dict[str, str]:
+    """The subscription pages' labels of ``locale`` (English for anything unknown)."""
+    return SUBSCRIBE_LABELS.get(locale, SUBSCRIBE_LABELS["en"])

@@ -8,6 +8,7 @@ Routes (the JSON API is in :mod:`digest.web_api`, documented at ``/api/openapi.j
     GET /feed.xml         Atom feed of the latest digests
     GET /style.css        the only stylesheet (there are no scripts)
     GET /healthz          200 {"status": "ok"} when the database answers, else 503
+    /subscribe, /confirm, /unsubscribe, /preferences   the email subscription (digest.web_subscribe)
 
 Language: ``?lang=zh|en``, else Accept-Language (q-values), else the default.
 Everything shown comes from feeds or an LLM: templates autoescape, only http(s)
@@ -22,6 +23,7 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -42,6 +44,9 @@ from digest.layers import BY_ID
 from digest.pages import Chrome, Pages, WebLinks, lang_switch
 from digest.render import Renderer
 from digest.web_api import JsonApi
+
+if TYPE_CHECKING:
+    from digest.web_subscribe import SubscriptionSetup
 
 log = logging.getLogger(__name__)
 Clock = Callable[[], dt.datetime]
@@ -128,8 +133,9 @@ class WebPages:
     """The HTML routes; holds its dependencies, no globals."""
 
     def __init__(self, sessions: SessionFactory, pages: Pages, *, site_url: str, default_locale: str,
-                 page_size: int, clock: Clock) -> None:
+                 page_size: int, clock: Clock, link_type: type[WebLinks] = WebLinks) -> None:
         self.sessions = sessions
+        self.link_type = link_type
         self.pages = pages
         self.site_url = site_url.rstrip("/")
         self.default_locale = default_locale
@@ -146,7 +152,7 @@ class WebPages:
         def href(code: str) -> str:
             return request.url.path + "?" + urlencode(kept | {"lang": code})
 
-        return _Reader(locale, lang, Chrome(WebLinks(lang=lang), langs=lang_switch(locale, href)))
+        return _Reader(locale, lang, Chrome(self.link_type(lang=lang), langs=lang_switch(locale, href)))
 
     def html(self, body: str, reader: _Reader, status: int = 200, cache: str = "no-cache") -> Response:
         """An HTML response that says its language and what it varies on."""
@@ -247,19 +253,31 @@ def _page_number(text: str | None) -> int:
 
 
 def create_app(sessions: SessionFactory, renderer: Renderer, *, site_url: str, default_locale: str,
-               timezone: str, page_size: int = 20, clock: Clock | None = None) -> Starlette:
-    """The web archive app; every dependency is passed in (no settings are read here)."""
+               timezone: str, page_size: int = 20, clock: Clock | None = None,
+               subscriptions: SubscriptionSetup | None = None) -> Starlette:
+    """The web archive app; every dependency is passed in (no settings are read here).
+
+    With ``subscriptions`` (key, mail sender, limits) the email subscription pages are mounted too.
+    """
     now = clock or (lambda: dt.datetime.now(dt.UTC))
     pages = Pages(renderer, site_url=site_url, timezone=timezone)
+    extra: list[Route] = []
+    link_type = WebLinks
+    if subscriptions is not None:
+        from digest.web_subscribe import SubscribeLinks, SubscriptionPages
+
+        extra = SubscriptionPages(sessions, renderer, subscriptions, site_url=site_url,
+                                  default_locale=default_locale, clock=now).routes()
+        link_type = SubscribeLinks
     web = WebPages(sessions, pages, site_url=site_url, default_locale=default_locale,
-                   page_size=page_size, clock=now)
+                   page_size=page_size, clock=now, link_type=link_type)
     api = JsonApi(sessions, renderer, site_url=site_url, default_locale=default_locale,
                   page_size=page_size, clock=now)
     routes = [
         Route("/", web.index), Route("/d/{date}", web.digest),
         Route("/e/{event_id:int}", web.event), Route("/feed.xml", web.feed),
         Route("/style.css", web.css), Route("/favicon.ico", web.favicon), Route("/healthz", web.healthz),
-        *api.routes(),
+        *api.routes(), *extra,
     ]
     return Starlette(routes=routes, middleware=[Middleware(SecurityHeaders)],
                      exception_handlers={HTTPException: web.error})

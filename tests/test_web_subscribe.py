@@ -1,0 +1,420 @@
+"""The email subscription pages over real SQLite and PostgreSQL, mail to a real aiosmtpd server."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from email.message import EmailMessage
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import func, select
+
+from digest import subscriptions
+from digest.confirm_mail import compose, one_shot
+from digest.db import SessionFactory
+from digest.layers import LAYER_IDS
+from digest.mailer import MailIdentity, personal_links
+from digest.models import Subscriber
+from digest.smtp import SmtpChannel, SmtpConfig
+from digest.throttle import SlidingWindow, Throttle, client_key
+from digest.tokens import CONFIRM, PREFERENCES, UNSUBSCRIBE, make_token
+from digest.web import SECURITY_HEADERS, create_app
+from digest.web_forms import form_token, form_token_ok, same_origin
+from digest.web_subscribe import SubscriptionSetup
+from tests.archive import SITE_URL, TZ, renderer
+from tests.smtpserver import Received, SMTPTestServer, smtp_server
+
+SECRET = "subscribe-test-secret"
+IDENTITY = MailIdentity.from_settings("编译器日报 <digest@example.org>")
+START = dt.datetime(2026, 9, 29, 1, 0, tzinfo=dt.UTC)
+FORM_FIELDS = ("address", "layers", "min_score", "locale", "form_token")
+
+
+class Clock:
+    """A clock the test moves by hand (the app's and the throttle's)."""
+
+    def __init__(self, now: dt.datetime = START) -> None:
+        self.now = now
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += dt.timedelta(**delta)
+
+
+@dataclass
+class Site:
+    """A running app: its client, the SMTP server its mail goes to, the clock, the database."""
+
+    client: httpx.AsyncClient
+    smtp: SMTPTestServer
+    clock: Clock
+    sessions: SessionFactory
+    app: Any
+
+    def mails(self, to: str) -> list[EmailMessage]:
+        """Every message the SMTP server accepted for ``to``."""
+        return [r.message for r in self.smtp.received if to in r.rcpt_tos]
+
+    async def form_token(self, path: str = "/subscribe") -> str:
+        page = await self.client.get(path)
+        assert page.status_code == 200
+        return token_in(page.text)
+
+    async def subscribe(self, address: str, *, layers: tuple[str, ...] = LAYER_IDS, min_score: str = "0",
+                        locale: str = "zh", token: str | None = None, client: httpx.AsyncClient | None = None,
+                        **headers: str) -> httpx.Response:
+        data = {"address": address, "layers": list(layers), "min_score": min_score, "locale": locale,
+                "form_token": token or await self.form_token()}
+        return await (client or self.client).post("/subscribe", data=data, headers=headers)
+
+    async def row(self, address: str) -> Subscriber | None:
+        async with self.sessions() as session:
+            return (await session.execute(select(Subscriber).where(Subscriber.address == address))
+                    ).scalar_one_or_none()
+
+
+@pytest.fixture
+def smtp() -> Iterator[SMTPTestServer]:
+    with smtp_server() as server:
+        yield server
+
+
+@asynccontextmanager
+async def site(sessions: SessionFactory, smtp: SMTPTestServer, client: tuple[str, int] = ("127.0.0.1", 1234),
+               clock: Clock | None = None) -> AsyncIterator[Site]:
+    """The real app with the subscription pages, mailing through SMTP to ``smtp``."""
+    clock = clock or Clock()
+    config = SmtpConfig(host=smtp.host, port=smtp.port, tls="none", envelope_from="digest@example.org")
+    setup = SubscriptionSetup(SECRET, IDENTITY, one_shot(lambda: SmtpChannel(config)),
+                              throttle=Throttle.default(clock=lambda: clock().timestamp()), send_backoff=0.01)
+    app = create_app(sessions, renderer(), site_url=SITE_URL, default_locale="zh", timezone=TZ, clock=clock,
+                     subscriptions=setup)
+    transport = httpx.ASGITransport(app, client=client)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+        yield Site(c, smtp, clock, sessions, app)
+
+
+def token_in(html: str) -> str:
+    found = re.search(r'name="form_token" value="([^"]+)"', html)
+    assert found, "the form has no form token"
+    return found[1]
+
+
+def text_of(msg: EmailMessage) -> str:
+    part = msg.get_body(("plain",))
+    assert part is not None
+    return str(part.get_content())
+
+
+def link_in(msg: EmailMessage, path: str) -> str:
+    """The first link to ``path`` in the text part, relative to the site."""
+    found = re.search(re.escape(SITE_URL + path) + r"\?\S+", text_of(msg))
+    assert found, f"no {path} link in the mail"
+    return found[0].removeprefix(SITE_URL)
+
+
+async def status_of(s: Site, address: str) -> str | None:
+    row = await s.row(address)
+    return None if row is None else row.status
+
+
+async def test_subscribe_mails_a_link_that_confirms(sessions: SessionFactory, smtp: SMTPTestServer) -> None:
+    async with site(sessions, smtp) as s:
+        form = await s.client.get("/subscribe")
+        assert form.status_code == 200 and form.text.count('type="checkbox"') == 9
+        assert form.text.count(" checked") == 9 + 1 and 'name="min_score"' in form.text  # + the zh radio
+        assert 'value="0"' in form.text and "<script" not in form.text
+        page = await s.subscribe("  Ann@Example.ORG ", layers=("tensor_ir", "runtime"), min_score="40.5",
+                                 locale="en")
+        assert page.status_code == 200 and "请查收邮件" in page.text and "ann@example.org" in page.text
+        row = await s.row("ann@example.org")
+        assert row is not None and row.status == "pending"
+        assert (row.layers, row.min_score, row.locale) == (["tensor_ir", "runtime"], 40.5, "en")
+        [mail] = s.mails("ann@example.org")
+        assert mail["Subject"] == "Confirm your Compiler Digest subscription"
+        assert mail["From"] == IDENTITY.mail_from and mail["To"] == "ann@example.org"
+        assert re.fullmatch(r"<confirm-\d+-[0-9a-f]{20}@example\.org>", mail["Message-ID"])
+        assert mail.get_content_type() == "multipart/alternative" and mail.get_body(("html",)) is not None
+        assert all(len(line) <= 78 for line in s.smtp.received[0].data.split(b"\r\n"))
+        link = link_in(mail, "/confirm")
+        shown = await s.client.get(link)
+        assert shown.status_code == 200 and "Confirm subscription" in shown.text  # lang=en rides the link
+        assert await status_of(s, "ann@example.org") == "pending"  # a GET (a mail scanner) changes nothing
+        done = await s.client.post(link)
+        assert done.status_code == 200 and "You are subscribed" in done.text
+        assert await status_of(s, "ann@example.org") == "active"
+        prefs = re.search(r'href="(/preferences\?[^"]+)"', done.text)
+        assert prefs and (await s.client.get(prefs[1].replace("&amp;", "&"))).status_code == 200
+        assert (await s.client.post(link)).status_code == 200  # confirming twice is harmless
+        assert (await s.client.get(link)).status_code == 200
+
+
+async def test_every_state_gets_the_same_page_and_the_throttle_sends_nothing_more(
+    sessions: SessionFactory, smtp: SMTPTestServer
+) -> None:
+    async with site(sessions, smtp) as s:
+        token = await s.form_token()
+        pages = [await s.subscribe("bob@example.org", token=token)]  # new
+        pages.append(await s.subscribe("bob@example.org", token=token))  # pending
+        await s.client.post(link_in(s.mails("bob@example.org")[-1], "/confirm"))
+        assert await status_of(s, "bob@example.org") == "active"
+        pages.append(await s.subscribe("bob@example.org", token=token, layers=("runtime",)))  # active
+        pages.append(await s.subscribe("bob@example.org", token=token))  # 4th mail today: throttled
+        assert {p.status_code for p in pages} == {200} and len({p.text for p in pages}) == 1
+        assert len({tuple(sorted(p.headers.items())) for p in pages}) == 1
+        mails = s.mails("bob@example.org")
+        assert [m["Subject"] for m in mails] == ["请确认订阅编译器技术日报"] * 2 + ["你已订阅编译器技术日报"]
+        notice = mails[-1]
+        assert link_in(notice, "/preferences") and link_in(notice, "/unsubscribe")
+        row = await s.row("bob@example.org")
+        assert row is not None and row.layers == list(LAYER_IDS)  # the form never changes an active row
+        s.clock.advance(hours=24, seconds=1)
+        await s.client.post(link_in(notice, "/unsubscribe"), data={"List-Unsubscribe": "One-Click"})
+        again = await s.subscribe("bob@example.org", token=await s.form_token())
+        assert again.text == pages[0].text and await status_of(s, "bob@example.org") == "pending"
+        assert len(s.mails("bob@example.org")) == 4
+
+
+def client_at(app: Any, host: str) -> httpx.AsyncClient:
+    """Another client of the same app, from ``host``."""
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app, client=(host, 4321)), base_url="http://test")
+
+
+async def test_one_client_is_throttled_and_others_are_not(
+    sessions: SessionFactory, smtp: SMTPTestServer
+) -> None:
+    async with site(sessions, smtp) as s:
+        token = await s.form_token()
+        pages = [await s.subscribe(f"reader{n}@example.org", token=token) for n in range(11)]
+        assert {p.status_code for p in pages} == {200}
+        assert len({p.text.replace(f"reader{n}@", "X@") for n, p in enumerate(pages)}) == 1
+        assert len(s.smtp.received) == 10 and await s.row("reader10@example.org") is None
+        for n in range(11):  # one IPv6 /64 is one client
+            async with client_at(s.app, f"2001:db8::{n + 1:x}") as v6:
+                assert (await s.subscribe(f"v6-{n}@example.org", token=token, client=v6)).status_code == 200
+        async with client_at(s.app, "2001:db8:0:1::1") as elsewhere:
+            await s.subscribe("v6-next@example.org", token=token, client=elsewhere)
+        assert len(s.smtp.received) == 21 and await s.row("v6-10@example.org") is None
+        s.clock.advance(minutes=10, seconds=1)
+        await s.subscribe("reader11@example.org", token=token)
+        assert len(s.smtp.received) == 22 and s.mails("reader11@example.org")
+
+
+async def test_bad_input_is_refused_with_a_clear_message(
+    sessions: SessionFactory, smtp: SMTPTestServer
+) -> None:
+    async with site(sessions, smtp) as s:
+        no_layers = await s.subscribe("cat@example.org", layers=())
+        assert no_layers.status_code == 400 and "请至少选择一个层级" in no_layers.text
+        assert 'value="cat@example.org"' in no_layers.text and " checked>" not in no_layers.text.split(
+            'name="layers"')[1][:40]
+        en = await s.subscribe("not-an-email", locale="en", **{"accept-language": "en"})
+        assert en.status_code == 400 and "Enter a valid email address." in en.text
+        for bad in ("a@b.c\r\nBcc: x@y.z", "a@example.org\nBcc: x@y.z", "a@example.org\r\n\r\nbody",
+                    "a@example.org, b@example.org", "<a@example.org>", "x" * 400 + "@example.org"):
+            refused = await s.subscribe(bad)
+            assert refused.status_code == 400 and "请输入有效的邮箱地址" in refused.text, bad
+            assert "Bcc:" not in refused.text.split("<form")[0]
+        for score in ("abc", "101", "-1", "nan", "inf"):
+            assert "最低评分须是" in (await s.subscribe("cat@example.org", min_score=score)).text
+        assert (await s.subscribe("cat@example.org", locale="fr")).status_code == 400
+        stale = await s.subscribe("cat@example.org", token="1.forged")
+        assert stale.status_code == 400 and "表单已过期" in stale.text and token_in(stale.text) != "1.forged"
+        old = await s.form_token()
+        s.clock.advance(hours=13)
+        assert "表单已过期" in (await s.subscribe("cat@example.org", token=old)).text
+        foreign = await s.subscribe("cat@example.org", origin="https://evil.example")
+        assert foreign.status_code == 403
+        referred = await s.subscribe("cat@example.org", referer="https://evil.example/form")
+        assert referred.status_code == 403
+        assert s.smtp.received == []
+        async with s.sessions() as session:
+            assert await session.scalar(select(func.count()).select_from(Subscriber)) == 0
+        for origin in ("null", SITE_URL, "http://test"):  # ours, or said nothing (no-referrer)
+            assert (await s.subscribe(f"ok-{len(origin)}@example.org", origin=origin)).status_code == 200
+        big = await s.client.post("/subscribe", content=b"address=" + b"a" * 20_000,
+                                  headers={"content-type": "application/x-www-form-urlencoded"})
+        assert big.status_code == 413
+
+
+def test_mails_are_localised_and_refuse_header_injection() -> None:
+    link = SITE_URL + "/confirm?t=1&lang=zh"
+    data = compose("confirm", IDENTITY, to="a@example.org", locale="zh", link=link, site_url=SITE_URL,
+                   now=START, mid="<m@example.org>")
+    assert b"\nSubject: =?utf-8?" in data and all(len(line) <= 78 for line in data.split(b"\r\n"))
+    mail = Received("digest@example.org", ("a@example.org",), data).message
+    assert mail["Subject"] == "请确认订阅编译器技术日报" and mail["Date"]
+    assert mail["Message-ID"] == "<m@example.org>" and link in text_of(mail)
+    html = mail.get_body(("html",))
+    assert html is not None and 'href="https://digest.example/confirm?t=1&amp;lang=zh"' in html.get_content()
+    with pytest.raises(ValueError):
+        compose("confirm", IDENTITY, to="a@b.c\r\nBcc: x@y.z", locale="zh", link=SITE_URL + "/confirm?x",
+                site_url=SITE_URL, now=START, mid="<m@example.org>")
+
+
+def test_sliding_window_counts_per_key_and_forgets_old_hits() -> None:
+    now = [0.0]
+    window = SlidingWindow(3, 10, clock=lambda: now[0], max_keys=2)
+    assert [window.hit("a") for _ in range(5)] == [True, True, True, False, False]
+    assert window.used("a") == 3 and window.hit("b")
+    now[0] = 10.0
+    assert window.hit("a") and window.used("a") == 1  # the first three left the window
+    window.hit("c")  # a third key: the least recently seen ("b") is forgotten
+    assert len(window) == 2 and window.used("b") == 0
+    assert client_key("203.0.113.7") == "203.0.113.7" and client_key("::ffff:203.0.113.7") == "203.0.113.7"
+    assert client_key("2001:db8::1") == client_key("2001:db8::ffff") == "2001:db8::/64"
+    assert client_key(None) == "unknown" and client_key("testclient") == "testclient"
+    with pytest.raises(ValueError):
+        SlidingWindow(0, 10)
+
+
+def test_form_tokens_and_origins() -> None:
+    token = form_token(SECRET, "subscribe", START)
+    assert form_token_ok(SECRET, "subscribe", token, START + dt.timedelta(hours=11))
+    assert not form_token_ok(SECRET, "subscribe", token, START + dt.timedelta(hours=12, seconds=1))
+    assert not form_token_ok(SECRET, "preferences:1", token, START)
+    assert not form_token_ok("other", "subscribe", token, START)
+    later = form_token(SECRET, "subscribe", START + dt.timedelta(hours=1))
+    assert not form_token_ok(SECRET, "subscribe", later, START)  # from the future
+    for junk in ("", ".", "abc.def", "9" * 20 + ".x", token + "x", token.replace(".", "")):
+        assert not form_token_ok(SECRET, "subscribe", junk, START)
+    ours = {"https://digest.example"}
+    assert same_origin(None, None, ours) and same_origin("null", None, ours)
+    assert same_origin("https://digest.example", None, ours)
+    assert same_origin(None, "https://digest.example/x", ours)
+    assert not same_origin("https://evil.example", None, ours)
+    assert not same_origin(None, "https://evil.example/subscribe", ours)
+    assert not same_origin("https://digest.example.evil.example", "https://digest.example/", ours)
+
+
+async def _active(sessions: SessionFactory, address: str) -> int:
+    async with sessions.begin() as session:
+        view, _ = await subscriptions.subscribe(session, "email", address, confirmed=True, now=START)
+    return view.id
+
+
+async def test_unsubscribe_get_never_unsubscribes_and_one_click_post_does(
+    sessions: SessionFactory, smtp: SMTPTestServer
+) -> None:
+    ids = [await _active(sessions, f"u{n}@example.org") for n in range(3)]
+    links = [personal_links(SITE_URL, SECRET, sid, f"u{n}@example.org") for n, sid in enumerate(ids)]
+    async with site(sessions, smtp) as s:
+        url = links[0].unsubscribe.removeprefix(SITE_URL)
+        for _ in range(3):
+            shown = await s.client.get(url)
+            assert shown.status_code == 200 and "<button" in shown.text and "u0@example.org" in shown.text
+        assert (await s.client.head(url)).status_code == 200
+        assert await status_of(s, "u0@example.org") == "active"
+        one_click = await s.client.post(url, content=b"List-Unsubscribe=One-Click",
+                                        headers={"content-type": "application/x-www-form-urlencoded"})
+        assert one_click.status_code == 200 and await status_of(s, "u0@example.org") == "unsubscribed"
+        assert "set-cookie" not in one_click.headers
+        multipart = await s.client.post(links[1].unsubscribe.removeprefix(SITE_URL),
+                                        files={"List-Unsubscribe": (None, "One-Click")})
+        assert multipart.status_code == 200 and await status_of(s, "u1@example.org") == "unsubscribed"
+        assert (await s.client.post(url)).status_code == 200  # again: still 200, still unsubscribed
+        button = await s.client.post(links[2].unsubscribe.removeprefix(SITE_URL) + "&lang=en")
+        assert "Unsubscribed" in button.text and await status_of(s, "u2@example.org") == "unsubscribed"
+        assert s.smtp.received == []
+
+
+@pytest.mark.parametrize("path", ["/unsubscribe", "/preferences", "/confirm"])
+async def test_bad_tokens_get_a_400_page(sessions: SessionFactory, smtp: SMTPTestServer, path: str) -> None:
+    sid = await _active(sessions, "t@example.org")
+    purpose = {"/unsubscribe": UNSUBSCRIBE, "/preferences": PREFERENCES, "/confirm": CONFIRM}[path]
+    good = make_token(SECRET, purpose, sid, "t@example.org", now=START)
+    bad = [good[:-2] + ("AA" if not good.endswith("AA") else "BB"), "", "x" * 5000,
+           make_token("another-secret", purpose, sid, "t@example.org", now=START),
+           make_token(SECRET, PREFERENCES if purpose != PREFERENCES else UNSUBSCRIBE, sid, "t@example.org"),
+           make_token(SECRET, purpose, sid, "someone-else@example.org"),
+           make_token(SECRET, purpose, 999, "x@y.z")]
+    async with site(sessions, smtp) as s:
+        for token in bad:
+            for method in ("GET", "POST"):
+                page = await s.client.request(method, path, params={"token": token})
+                assert page.status_code == 400 and "链接无效" in page.text, (method, token[:20])
+                assert page.headers["content-security-policy"] == SECURITY_HEADERS["content-security-policy"]
+        assert (await s.client.get(path)).status_code == 400  # no token at all
+        assert await status_of(s, "t@example.org") == "active"
+
+
+async def test_confirm_links_expire_and_never_revive_an_unsubscribed_address(
+    sessions: SessionFactory, smtp: SMTPTestServer
+) -> None:
+    async with site(sessions, smtp) as s:
+        await s.subscribe("late@example.org")
+        link = link_in(s.mails("late@example.org")[0], "/confirm")
+        s.clock.advance(days=3, seconds=1)
+        for method in ("GET", "POST"):
+            expired = await s.client.request(method, link)
+            assert expired.status_code == 400 and "链接已过期" in expired.text
+            assert 'href="/subscribe' in expired.text
+        assert await status_of(s, "late@example.org") == "pending"
+        s.clock.advance(days=1)
+        await s.subscribe("late@example.org")
+        fresh = link_in(s.mails("late@example.org")[-1], "/confirm")
+        row = await s.row("late@example.org")
+        assert row is not None
+        async with sessions.begin() as session:
+            await subscriptions.unsubscribe(session, row.id, s.clock())
+        assert (await s.client.post(fresh)).status_code == 400
+        assert await status_of(s, "late@example.org") == "unsubscribed"
+
+
+async def test_preferences_change_layers_score_and_locale(
+    sessions: SessionFactory, smtp: SMTPTestServer
+) -> None:
+    sid = await _active(sessions, "p@example.org")
+    other = await _active(sessions, "q@example.org")
+    url = personal_links(SITE_URL, SECRET, sid, "p@example.org").preferences.removeprefix(SITE_URL)
+    async with site(sessions, smtp) as s:
+        page = await s.client.get(url)
+        assert page.status_code == 200 and page.text.count(" checked>") == 9 + 1  # + the zh radio
+        assert "p@example.org" in page.text and "q@example.org" not in page.text
+        data: dict[str, Any] = {"layers": ["graph_ir", "distributed"], "min_score": "55", "locale": "en",
+                                "form_token": token_in(page.text)}
+        saved = await s.client.post(url, data=data)
+        assert saved.status_code == 200 and 'id="saved"' in saved.text
+        row = await s.row("p@example.org")
+        assert row is not None and (row.layers, row.min_score, row.locale, row.status) == (
+            ["graph_ir", "distributed"], 55.0, "en", "active")
+        assert saved.text.count(" checked>") == 2 + 1
+        empty = await s.client.post(url, data=data | {"layers": []})
+        assert empty.status_code == 400 and "请至少选择一个层级" in empty.text
+        other_form = (await s.client.get(personal_links(SITE_URL, SECRET, other, "q@example.org")
+                                         .preferences.removeprefix(SITE_URL))).text
+        stolen = await s.client.post(url, data=data | {"min_score": "1", "form_token": token_in(other_form)})
+        assert stolen.status_code == 400 and "表单已过期" in stolen.text
+        foreign = await s.client.post(url, data=data, headers={"origin": "https://evil.example"})
+        assert foreign.status_code == 403
+        row = await s.row("p@example.org")
+        assert row is not None and (row.layers, row.min_score) == (["graph_ir", "distributed"], 55.0)
+
+
+async def test_pages_keep_security_headers_language_and_the_token_in_links(
+    sessions: SessionFactory, smtp: SMTPTestServer
+) -> None:
+    sid = await _active(sessions, "h@example.org")
+    links = personal_links(SITE_URL, SECRET, sid, "h@example.org")
+    token = links.unsubscribe.partition("token=")[2]
+    async with site(sessions, smtp) as s:
+        paths = ["/subscribe", "/subscribe?lang=en", links.unsubscribe.removeprefix(SITE_URL),
+                 links.preferences.removeprefix(SITE_URL)]
+        for path in paths:
+            page = await s.client.get(path, headers={"accept-language": "en-US,en;q=0.9"})
+            assert page.status_code == 200 and page.headers["content-language"] == "en"
+            assert all(page.headers[k] == v for k, v in SECURITY_HEADERS.items())
+            assert page.headers["cache-control"] == "no-store" and "<script" not in page.text
+        unsub = await s.client.get(f"/unsubscribe?token={token}&lang=en")
+        assert f'action="/unsubscribe?token={token}&amp;lang=en"' in unsub.text
+        assert f'href="/unsubscribe?token={token}&amp;lang=zh"' in unsub.text
+        index = await s.client.get("/")
+        assert 'href="/subscribe"' in index.text and "邮件订阅" in index.text
+        assert 'href="/subscribe?lang=en"' in (await s.client.get("/?lang=en")).text
