@@ -1,8 +1,9 @@
 """The labelled set (tests/data/labelled.jsonl) and the quality figures measured on it.
 
 Each line: ``title``, ``summary``, ``source_kind``, ``relevant``, ``layers``
-(empty for negatives), ``split`` (``dev`` for tuning, ``heldout`` never looked
-at while tuning) and an optional ``source_key``. Labelling rules, fixed
+(empty for negatives), ``split`` (``dev`` for tuning; ``heldout`` and
+``heldout2`` never looked at while tuning, ``heldout2`` written after the
+first round of tuning) and an optional ``source_key``. Labelling rules, fixed
 before tuning:
 
 - relevant: the work is about compiler technology (compilers, IRs, code or
@@ -138,6 +139,11 @@ def report(name: str, quality: Quality) -> str:
     return "\n".join(lines)
 
 
+SPLITS = ("dev", "heldout", "heldout2", "heldout-all", "all")
+
+
 def split(examples: Sequence[Example], name: str) -> list[Example]:
-    """The examples of one split (``all`` for every example)."""
+    """The examples of one split (``heldout-all`` for both held-out splits, ``all`` for every one)."""
+    if name == "heldout-all":
+        return [e for e in examples if e.split in ("heldout", "heldout2")]
     return [e for e in examples if name in ("all", e.split)]
