@@ -2,12 +2,14 @@
 
 The pipeline, in three steps so that no database transaction waits on the LLM:
 
-1. select   the window's entries (late arrivals included), drop what is not news,
-            cluster them into events (attaching to known events), classify and
-            score each event; commit the events.
+1. select   the window's entries (late arrivals included); ``digest.analyze`` drops
+            what is not news, clusters them into events (attaching to known events),
+            classifies them, asks the LLM about the borderline ones (no transaction
+            open), scores each event and commits the events.
 2. write    write-ups per locale for the ranked events: the LLM for the top ones
-            when a client is given, the extractive writer for the rest and as the
-            fallback; the day's title, overview and watch list.
+            when a client is given (a few calls at a time, the output in rank order),
+            the extractive writer for the rest and as the fallback; then the day's
+            title, overview and watch list.
 3. store    the digest, its snapshot of events (rank, score at build time), its
             texts and stats; the entries are assigned to it. One transaction.
 
@@ -17,6 +19,7 @@ Building a date that is already built returns it unchanged (no tokens);
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 from collections import Counter
@@ -27,10 +30,9 @@ from typing import Any
 from sqlalchemy import delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from digest.classify import is_news
-from digest.cluster import Cluster, cluster, cluster_keys, identity_keys
+from digest.analyze import analyze
 from digest.db import SessionFactory
-from digest.event_store import EventRecord, load_known_keys, save_events
+from digest.event_store import EventRecord
 from digest.items import Item
 from digest.llm import LLMClient
 from digest.models import Digest, DigestEvent, DigestText, Entry, FetchLog, Source, Writeup
@@ -60,6 +62,7 @@ class BuildOptions:
     locales: tuple[str, ...] = ("zh",)
     max_events: int = 12
     llm_top_events: int = 8
+    llm_concurrency: int = 4
     include_prereleases: bool = False
     weights: ScoreWeights = field(default_factory=ScoreWeights)
 
@@ -78,6 +81,7 @@ class BuildReport:
     tokens: int = 0
     generation_mode: str = "extractive"
     llm: dict[str, Any] = field(default_factory=dict)
+    triage: dict[str, int] = field(default_factory=dict)
 
 
 async def build_digest(
@@ -98,15 +102,18 @@ async def build_digest(
         kept = existing.stats
         return BuildReport(date, existing.id, False, events=int(kept.get("events", 0)),
                            entries=int(kept.get("entries", 0)), late=int(kept.get("late", 0)),
-                           tokens=0,
+                           tokens=0, triage=dict(kept.get("triage", {})),
                            generation_mode=str(existing.generation_modes.get("overall", "")))
     taxonomy = taxonomy or load_taxonomy()
     selection = await _select(sessions, window, options, existing)
-    records = await _analyze(sessions, selection, options, taxonomy, now, date)
-    ranked = _rank(records, options.max_events)
     stats = WriteStats()
+    items = [to_item(e, selection.sources[e.source_id]) for e in selection.entries]
+    analysis = await analyze(sessions, items, taxonomy, options.weights, now=now, date=date,
+                             include_prereleases=options.include_prereleases, llm=llm, stats=stats)
+    ranked = _rank(analysis.records, options.max_events)
     texts = await _write_all(ranked, options, date, llm, stats)
-    return await _store(sessions, window, options, selection, ranked, texts, stats, now, existing)
+    outcome = _Outcome(ranked, texts, stats, analysis.triage.as_dict())
+    return await _store(sessions, window, selection, outcome, now, existing)
 
 
 @dataclass
@@ -168,26 +175,6 @@ def to_item(entry: Entry, source: Source) -> Item:
     )
 
 
-async def _analyze(
-    sessions: SessionFactory,
-    selection: _Selection,
-    options: BuildOptions,
-    taxonomy: Taxonomy,
-    now: dt.datetime,
-    date: dt.date,
-) -> list[EventRecord]:
-    items = [to_item(e, selection.sources[e.source_id]) for e in selection.entries]
-    news = [i for i in items if is_news(i, include_prereleases=options.include_prereleases)]
-    async with sessions.begin() as session:
-        known = await load_known_keys(session, identity_keys, now)
-        updates = [i for i in items if i.announce_type in ("replace", "replace-cross")]
-        attachable = [i for i in updates if any(k in known for k in cluster_keys(i))]
-        clusters: list[Cluster] = cluster([*news, *attachable], known=known)
-        return await save_events(
-            session, clusters, taxonomy, options.weights, now, before=date,
-        )
-
-
 def _rank(records: Sequence[EventRecord], limit: int) -> list[EventRecord]:
     relevant = [r for r in records if r.relevant]
     return sorted(relevant, key=lambda r: (-r.score, r.event_id))[:limit]
@@ -199,6 +186,16 @@ class _Texts:
     days: dict[str, DayWriteup]
 
 
+@dataclass(frozen=True)
+class _Outcome:
+    """What analysis and writing produced, for the store step."""
+
+    ranked: Sequence[EventRecord]
+    texts: _Texts
+    stats: WriteStats
+    triage: dict[str, int]
+
+
 async def _write_all(
     ranked: Sequence[EventRecord],
     options: BuildOptions,
@@ -206,24 +203,45 @@ async def _write_all(
     llm: LLMClient | None,
     stats: WriteStats,
 ) -> _Texts:
-    texts = _Texts({}, {})
-    for locale in options.locales:
-        written = []
-        for rank, record in enumerate(ranked):
-            use_llm = llm is not None and rank < options.llm_top_events
-            written.append(await _write_event(record.as_input(), locale, llm if use_llm else None,
-                                              stats))
-        texts.events[locale] = written
-        day = await llm_day(llm, written, locale, date, stats=stats) if llm and written else None
-        texts.days[locale] = day or extractive_day(written, locale, date)
-    return texts
+    """Every locale's write-ups; at most ``llm_concurrency`` LLM calls at a time."""
+    gate = asyncio.Semaphore(max(1, options.llm_concurrency))
+    events = [record.as_input() for record in ranked]
+    written = await asyncio.gather(*(
+        _write_locale(events, locale, options.llm_top_events, date, llm, stats, gate)
+        for locale in options.locales
+    ))
+    return _Texts({locale: texts for locale, (texts, _) in zip(options.locales, written, strict=True)},
+                  {locale: day for locale, (_, day) in zip(options.locales, written, strict=True)})
+
+
+async def _write_locale(
+    events: Sequence[EventInput],
+    locale: str,
+    llm_top: int,
+    date: dt.date,
+    llm: LLMClient | None,
+    stats: WriteStats,
+    gate: asyncio.Semaphore,
+) -> tuple[list[EventWriteup], DayWriteup]:
+    """One locale: the events concurrently (kept in rank order), then the day over them."""
+    written = list(await asyncio.gather(*(
+        _write_event(event, locale, llm if rank < llm_top else None, stats, gate)
+        for rank, event in enumerate(events)
+    )))
+    day = None
+    if llm is not None and written:
+        async with gate:
+            day = await llm_day(llm, written, locale, date, stats=stats)
+    return written, day or extractive_day(written, locale, date)
 
 
 async def _write_event(
-    event: EventInput, locale: str, llm: LLMClient | None, stats: WriteStats
+    event: EventInput, locale: str, llm: LLMClient | None, stats: WriteStats,
+    gate: asyncio.Semaphore,
 ) -> EventWriteup:
     if llm is not None:
-        written = await llm_event(llm, event, locale, stats=stats)
+        async with gate:
+            written = await llm_event(llm, event, locale, stats=stats)
         if written is not None:
             return written
     return extractive_event(event, locale)
@@ -240,21 +258,19 @@ def overall_mode(modes: Sequence[str]) -> str:
 async def _store(
     sessions: SessionFactory,
     window: Window,
-    options: BuildOptions,
     selection: _Selection,
-    ranked: Sequence[EventRecord],
-    texts: _Texts,
-    stats: WriteStats,
+    outcome: _Outcome,
     now: dt.datetime,
     existing: Digest | None,
 ) -> BuildReport:
-    modes = _modes(texts)
+    ranked, stats = outcome.ranked, outcome.stats
+    modes = _modes(outcome.texts)
     async with sessions.begin() as session:
         digest = await _digest_row(session, window, existing, now)
-        digest.stats = await _stats(session, window, selection, ranked, stats, now)
+        digest.stats = await _stats(session, window, selection, outcome, now)
         digest.generation_modes = modes
         digest.tokens = stats.tokens
-        await _store_snapshot(session, digest.id, ranked, texts, now)
+        await _store_snapshot(session, digest.id, ranked, outcome.texts, now)
         await session.execute(
             update(Entry).where(Entry.id.in_([e.id for e in selection.entries]))
             .values(digest_id=digest.id)
@@ -267,6 +283,7 @@ async def _store(
         window.date, digest.id, True, entries=len(selection.entries),
         late=len(selection.late_ids), candidates=len(selection.entries), events=len(ranked),
         tokens=stats.tokens, generation_mode=modes["overall"], llm=stats.as_dict(),
+        triage=outcome.triage,
     )
 
 
@@ -346,8 +363,7 @@ async def _stats(
     session: AsyncSession,
     window: Window,
     selection: _Selection,
-    ranked: Sequence[EventRecord],
-    stats: WriteStats,
+    outcome: _Outcome,
     now: dt.datetime,
 ) -> dict[str, Any]:
     by_source = Counter(selection.sources[e.source_id].key for e in selection.entries)
@@ -355,11 +371,12 @@ async def _stats(
     return {
         "entries": len(selection.entries),
         "late": len(selection.late_ids),
-        "events": len(ranked),
+        "events": len(outcome.ranked),
         "entries_by_source": dict(sorted(by_source.items())),
         "entries_by_publisher": dict(by_name.most_common()),
         "failed_sources": await _failed_sources(session, window, now),
-        "llm": stats.as_dict(),
+        "llm": outcome.stats.as_dict(),
+        "triage": outcome.triage,
     }
 
 

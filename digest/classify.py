@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from digest.items import Item
 from digest.layers import LAYER_IDS
@@ -91,17 +91,30 @@ def _evidence(matched: set[str], figs: list[str], taxonomy: Taxonomy) -> dict[st
     return {name: found for name, found in evidence.items() if found}
 
 
-def _is_relevant(totals: Mapping[str, float], taxonomy: Taxonomy) -> bool:
+def relevance_distance(totals: Mapping[str, float], taxonomy: Taxonomy) -> float:
+    """How far the compiler evidence is from the relevance decision: >= 0 means relevant.
+
+    Both conditions must hold: ``core`` reaches the threshold, and it beats the
+    negative evidence by the margin; the distance is the smaller of the two slacks.
+    """
     compiler, negative = totals["core"], totals["negative"]
-    return compiler >= taxonomy.relevance_threshold and (
-        compiler - negative >= taxonomy.relevance_margin
-    )
+    return min(compiler - taxonomy.relevance_threshold,
+               compiler - negative - taxonomy.relevance_margin)
+
+
+def _is_relevant(totals: Mapping[str, float], taxonomy: Taxonomy) -> bool:
+    return relevance_distance(totals, taxonomy) >= 0
 
 
 def _strength(totals: Mapping[str, float], taxonomy: Taxonomy) -> float:
     layer_total = sum(totals[lid] for lid in LAYER_IDS)
     amount = totals["core"] - totals["negative"] + taxonomy.layer_share * layer_total
     return round(1.0 - math.exp(-max(0.0, amount) / taxonomy.saturation), 3)
+
+
+def layers_of(totals: Mapping[str, float], taxonomy: Taxonomy) -> tuple[str, ...]:
+    """The layers whose evidence reaches their threshold, in the fixed layer order."""
+    return tuple(lid for lid in LAYER_IDS if totals.get(lid, 0.0) >= taxonomy.layers[lid].threshold)
 
 
 def classify_text(text: str, taxonomy: Taxonomy, *, prior: float = 0.0) -> Classification:
@@ -111,9 +124,9 @@ def classify_text(text: str, taxonomy: Taxonomy, *, prior: float = 0.0) -> Class
     totals = _totals(matched, len(figs), prior, taxonomy)
     if not _is_relevant(totals, taxonomy):
         return Classification(False, 0.0, (), _evidence(matched, figs, taxonomy), totals)
-    layers = tuple(lid for lid in LAYER_IDS if totals[lid] >= taxonomy.layers[lid].threshold)
     strength = _strength(totals, taxonomy)
-    return Classification(True, strength, layers, _evidence(matched, figs, taxonomy), totals)
+    return Classification(True, strength, layers_of(totals, taxonomy),
+                          _evidence(matched, figs, taxonomy), totals)
 
 
 def classify_items(items: Sequence[Item], taxonomy: Taxonomy) -> Classification:
@@ -131,3 +144,28 @@ def classify_items(items: Sequence[Item], taxonomy: Taxonomy) -> Classification:
 def classify(item: Item, taxonomy: Taxonomy) -> Classification:
     """Classify one entry: compiler news or not, its layers, and the matched evidence."""
     return classify_items([item], taxonomy)
+
+
+def is_borderline(verdict: Classification, taxonomy: Taxonomy) -> bool:
+    """Whether the rules' relevance decision is a close call worth a second opinion.
+
+    Close means the compiler evidence lies within ``taxonomy.triage_band`` of the
+    decision (:func:`relevance_distance`), on either side: not relevant but close,
+    or relevant but weak. A band of 0 makes nothing borderline.
+    """
+    return abs(relevance_distance(verdict.totals, taxonomy)) < taxonomy.triage_band
+
+
+def with_verdict(verdict: Classification, relevant: bool, taxonomy: Taxonomy) -> Classification:
+    """``verdict`` with a triage decision applied (recorded as ``evidence["triage"]``).
+
+    Promoted: relevant, with the strength and the layers its totals give.
+    Demoted: not relevant, no layers, no strength (as the rules leave a negative).
+    """
+    evidence = {**verdict.evidence, "triage": ["relevant" if relevant else "not_relevant"]}
+    if relevant == verdict.relevant:
+        return replace(verdict, evidence=evidence)
+    if not relevant:
+        return replace(verdict, relevant=False, relevance=0.0, layers=(), evidence=evidence)
+    return replace(verdict, relevant=True, relevance=_strength(verdict.totals, taxonomy),
+                   layers=layers_of(verdict.totals, taxonomy), evidence=evidence)

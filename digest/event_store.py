@@ -1,8 +1,15 @@
-"""Events in the database: find known events by identity key, save clusters as events."""
+"""Events in the database: find known events by identity key, save clusters as events.
+
+Classifying is pure and happens outside any write transaction: :func:`stored_items`
+reads (read-only) the entries of the events the clusters extend, :func:`plan_event`
+classifies a cluster together with them, and the build may revise the plan's
+verdict (LLM triage) before :func:`save_events` stores it in one transaction.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,15 +17,16 @@ from typing import Any
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from digest.classify import classify_items
+from digest.classify import Classification, classify_items
 from digest.cluster import Cluster, primary_order
+from digest.extractive import EventInput, SourceText
 from digest.items import Item
 from digest.models import Digest, DigestEvent, Entry, Event, EventEntry, Source
 from digest.score import ScoreWeights, score
 from digest.taxonomy import Taxonomy
-from digest.extractive import EventInput, SourceText
 
 KNOWN_LOOKBACK = dt.timedelta(days=30)
+log = logging.getLogger(__name__)
 
 KeysFn = Callable[[Item], list[str]]
 
@@ -44,6 +52,26 @@ class EventRecord:
             for i in self.items
         )
         return EventInput(self.event_id, self.title, self.layers, self.score, sources)
+
+
+@dataclass(frozen=True)
+class PlannedEvent:
+    """A cluster, every entry of the event it makes or extends (best first), and its verdict."""
+
+    cluster: Cluster
+    items: tuple[Item, ...]
+    verdict: Classification
+
+    @property
+    def primary(self) -> Item:
+        """The event's best entry: its title and URL are the event's."""
+        return self.items[0]
+
+
+def plan_event(cluster: Cluster, stored: Sequence[Item], taxonomy: Taxonomy) -> PlannedEvent:
+    """Classify a cluster together with the entries its event already has (pure)."""
+    items = tuple(sorted(_unique([*stored, *cluster.items]), key=primary_order))
+    return PlannedEvent(cluster, items, classify_items(items, taxonomy))
 
 
 def _item(entry: Entry, source: Source) -> Item:
@@ -80,29 +108,51 @@ async def load_known_keys(session: AsyncSession, keys_fn: KeysFn, now: dt.dateti
     return known
 
 
+async def stored_items(session: AsyncSession, clusters: Sequence[Cluster]) -> list[list[Item]]:
+    """The entries already linked to the event each cluster extends (none for a new event)."""
+    by_key: dict[str, int] = {}
+    for chunk in _chunks(sorted({c.key for c in clusters if c.event_id is None})):
+        rows = await session.execute(select(Event.cluster_key, Event.id).where(Event.cluster_key.in_(chunk)))
+        by_key.update((key, event_id) for key, event_id in rows)
+    ids = [c.event_id if c.event_id is not None else by_key.get(c.key) for c in clusters]
+    found = await _entries_of(session, [i for i in ids if i is not None])
+    return [found[i] if i is not None else [] for i in ids]
+
+
 async def save_events(
     session: AsyncSession,
-    clusters: Sequence[Cluster],
+    planned: Sequence[PlannedEvent],
     taxonomy: Taxonomy,
     weights: ScoreWeights,
     now: dt.datetime,
     *,
     before: dt.date,
 ) -> list[EventRecord]:
-    """Create or extend one event per cluster, classify and score it; return the records.
+    """Create or extend one event per planned cluster, store its verdict and score; return the records.
 
-    Batched: a handful of queries whatever the number of clusters.
+    An event whose entries changed since it was planned (a concurrent build) is
+    classified again by the rules. Batched: a handful of queries whatever the number of clusters.
     """
+    clusters = [p.cluster for p in planned]
     events = await _event_rows(session, clusters, now)
     ids = [e.id for e in events]
     existing = await _entries_of(session, ids)
     published = await _published_before(session, ids, before)
     await _link(session, [(e.id, i) for e, c in zip(events, clusters, strict=True) for i in c.items], now)
     return [
-        _classify_and_score(event, _unique([*existing.get(event.id, []), *found.items]), taxonomy,
-                            weights, now, updated=event.id in published)
-        for event, found in zip(events, clusters, strict=True)
+        _score_and_store(event, _current(plan, existing.get(event.id, []), taxonomy), weights, now,
+                         updated=event.id in published)
+        for event, plan in zip(events, planned, strict=True)
     ]
+
+
+def _current(plan: PlannedEvent, stored: Sequence[Item], taxonomy: Taxonomy) -> PlannedEvent:
+    """The plan, or a fresh rules-only plan when the event's entries changed meanwhile."""
+    now_there = {i.entry_id for i in [*stored, *plan.cluster.items]}
+    if now_there == {i.entry_id for i in plan.items}:
+        return plan
+    log.info("event %r changed while it was classified: the rules decide", plan.primary.title)
+    return plan_event(plan.cluster, stored, taxonomy)
 
 
 def _unique(items: Sequence[Item]) -> list[Item]:
@@ -158,23 +208,15 @@ async def _link(session: AsyncSession, pairs: Sequence[tuple[int, Item]], now: d
         await session.execute(insert(EventEntry), rows_to_add)
 
 
-def _classify_and_score(
-    event: Event,
-    items: list[Item],
-    taxonomy: Taxonomy,
-    weights: ScoreWeights,
-    now: dt.datetime,
-    *,
-    updated: bool,
+def _score_and_store(
+    event: Event, plan: PlannedEvent, weights: ScoreWeights, now: dt.datetime, *, updated: bool
 ) -> EventRecord:
-    primary = min(items, key=primary_order)
-    verdict = classify_items(items, taxonomy)
-    result = score(items, verdict, weights)
+    verdict, primary = plan.verdict, plan.primary
+    result = score(plan.items, verdict, weights)
     breakdown: dict[str, Any] = dict(result.breakdown)
     event.title, event.url = primary.title, primary.url
     event.relevant, event.relevance = verdict.relevant, verdict.relevance
     event.layers, event.score, event.score_breakdown = list(verdict.layers), result.score, breakdown
     event.updated_at = now
-    ordered = sorted(items, key=primary_order)
     return EventRecord(event.id, primary.title, primary.url, verdict.relevant, result.score,
-                       breakdown, tuple(verdict.layers), updated, ordered)
+                       breakdown, tuple(verdict.layers), updated, list(plan.items))

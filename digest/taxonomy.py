@@ -35,7 +35,7 @@ _SPEEDUP = re.compile(
 )
 _PERCENT = re.compile(r"(?<![a-z0-9_.])(\d+(?:\.\d+)?)\s*%")
 _TOP_KEYS = {"version", "relevance", "negative", "source_prior", "novelty", "layers"}
-_RELEVANCE_KEYS = {"threshold", "margin", "saturation", "layer_share", "core"}
+_RELEVANCE_KEYS = {"threshold", "margin", "saturation", "layer_share", "triage_band", "core"}
 _LAYER_KEYS = {"threshold", "phrases", "figure_weight", "max_figures"}
 
 
@@ -131,6 +131,7 @@ class Taxonomy:
     relevance_margin: float
     saturation: float
     layer_share: float
+    triage_band: float  # relevance decisions this close are borderline (LLM triage)
     matcher: PhraseMatcher = field(compare=False, repr=False)
 
 
@@ -199,12 +200,15 @@ def build_taxonomy(data: Mapping[str, Any]) -> Taxonomy:
     every += [p for rule in layers.values() for p in rule.phrases]
     if _number(rel, "saturation", "relevance", 8.0) <= 0:
         raise ConfigError("taxonomy: [relevance] saturation must be positive")
+    if _number(rel, "triage_band", "relevance", 0.0) < 0:
+        raise ConfigError("taxonomy: [relevance] triage_band must not be negative")
     return Taxonomy(
         core=core, negative=negative, source_prior=prior, novelty=novelty, layers=layers,
         relevance_threshold=_number(rel, "threshold", "relevance"),
         relevance_margin=_number(rel, "margin", "relevance", 0.0),
         saturation=_number(rel, "saturation", "relevance", 8.0),
         layer_share=_number(rel, "layer_share", "relevance", 0.0),
+        triage_band=_number(rel, "triage_band", "relevance", 0.0),
         matcher=PhraseMatcher(every),
     )
 
