@@ -31,7 +31,6 @@ import io
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import feedparser
@@ -53,7 +52,7 @@ from digest.normalize import (
     normalize_feed,
 )
 from digest.sources import SourceSpec
-from digest.store import Outcome, SourceSnapshot, SourceState
+from digest.store import FetchResult, SourceSnapshot, SourceState
 
 __all__ = [
     "FetchOptions",
@@ -67,37 +66,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 MAX_WARNINGS = 20
-
-
-@dataclass
-class FetchResult:
-    """The outcome of fetching one source (the ``digest fetch --json`` object)."""
-
-    source: str
-    status: str
-    http_status: int | None
-    entries_total: int = 0
-    entries_new: int = 0
-    entries_updated: int = 0
-    bytes: int = 0
-    seconds: float = 0.0
-    warnings: list[str] = field(default_factory=list)
-    error: str | None = None
-
-    def as_json(self) -> dict[str, object]:
-        """Exactly the DESIGN ``digest fetch --json`` object."""
-        return {
-            "source": self.source, "status": self.status, "http_status": self.http_status,
-            "entries_total": self.entries_total, "entries_new": self.entries_new,
-            "entries_updated": self.entries_updated, "bytes": self.bytes,
-            "seconds": round(self.seconds, 3), "warnings": list(self.warnings), "error": self.error,
-        }
-
-    def outcome(self) -> Outcome:
-        """The part of the result stored on ``Source`` and ``FetchLog``."""
-        return Outcome(self.status, self.http_status, self.entries_total, self.entries_new,
-                       self.entries_updated, self.bytes, self.seconds, tuple(self.warnings),
-                       self.error)
 
 
 async def sync_sources(session: AsyncSession, specs: list[SourceSpec]) -> dict[str, Source]:
@@ -255,7 +223,7 @@ class _Run:
         validators = None
         if download is not None and download.http_status is not None:
             validators = (download.validators.etag, download.validators.last_modified)
-        await storage.record_outcome(session, source_id, result.outcome(), self.now,
+        await storage.record_outcome(session, source_id, result, self.now,
                                      validators=validators, body_hash=body_hash)
 
 

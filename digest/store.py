@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import func, insert, select, update
@@ -59,10 +59,11 @@ class SourceState:
         return data
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """How one fetch of one source ended: what goes on ``Source`` and into ``FetchLog``."""
+@dataclass
+class FetchResult:
+    """The outcome of fetching one source: the ``digest fetch --json`` object, and what is stored."""
 
+    source: str
     status: str
     http_status: int | None
     entries_total: int = 0
@@ -70,8 +71,17 @@ class Outcome:
     entries_updated: int = 0
     bytes: int = 0
     seconds: float = 0.0
-    warnings: tuple[str, ...] = ()
+    warnings: list[str] = field(default_factory=list)
     error: str | None = None
+
+    def as_json(self) -> dict[str, object]:
+        """Exactly the DESIGN ``digest fetch --json`` object."""
+        return {
+            "source": self.source, "status": self.status, "http_status": self.http_status,
+            "entries_total": self.entries_total, "entries_new": self.entries_new,
+            "entries_updated": self.entries_updated, "bytes": self.bytes,
+            "seconds": round(self.seconds, 3), "warnings": list(self.warnings), "error": self.error,
+        }
 
 
 async def sync_sources(session: AsyncSession, specs: Sequence[SourceSpec]) -> dict[str, Source]:
@@ -158,7 +168,7 @@ def _update_row(entry_id: int, record: NormalizedEntry, now: dt.datetime) -> dic
     return row
 
 
-async def record_outcome(session: AsyncSession, source_id: int, outcome: Outcome, now: dt.datetime,
+async def record_outcome(session: AsyncSession, source_id: int, outcome: FetchResult, now: dt.datetime,
                          *, validators: tuple[str | None, str | None] | None = None,
                          body_hash: str | None = None) -> None:
     """Store the outcome on the source row and add a ``FetchLog`` row."""
