@@ -161,8 +161,9 @@ def source_names(event: EventInput) -> list[str]:
 
 
 def key_figures(text: str, locale: str, most: int = 3) -> list[str]:
-    """The first few speedups, percentages and scaled sizes stated in ``text``."""
-    shown = [_show(f, locale) for f in extract_figures(text) if f.kind or f.scaled]
+    """The first few speedups, percentages and scaled sizes stated in ``text`` (not versions)."""
+    claims = [f for f in extract_figures(text) if f.kind in ("ratio", "percent") or f.scaled]
+    shown = [_show(f, locale) for f in claims]
     return list(dict.fromkeys(shown))[:most]
 
 

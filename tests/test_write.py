@@ -323,3 +323,9 @@ def test_extractive_day_watchlist_is_deduped_and_capped() -> None:
 def test_extractive_day_without_events() -> None:
     assert "无新事件" in extractive_day([], "zh", DATE).title
     assert extractive_day([], "en", DATE).title == "Compiler digest, September 17, 2026: no new events"
+
+
+def test_versions_are_not_key_figures() -> None:
+    from digest.extractive import key_figures
+
+    assert key_figures("LLVM 21.1.8 Release: builds 2.5x faster, 30% smaller", "en") == ["2.5x", "30%"]
