@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from digest.classify import is_borderline, is_news, with_verdict
-from digest.cluster import cluster, cluster_keys, identity_keys
+from digest.cluster import cluster, cluster_keys
 from digest.db import SessionFactory
 from digest.event_store import (
     EventRecord,
@@ -82,7 +82,7 @@ async def analyze(
     """Cluster, classify, triage (LLM mode only), score and save the window's events."""
     news = [i for i in items if is_news(i, include_prereleases=include_prereleases)]
     async with sessions() as session:  # read only: closed before the LLM is asked
-        known = await load_known_keys(session, identity_keys, now)
+        known = await load_known_keys(session, now)
         updates = [i for i in items if i.announce_type in ("replace", "replace-cross")]
         attachable = [i for i in updates if any(k in known for k in cluster_keys(i))]
         clusters = cluster([*news, *attachable], known=known)

@@ -32,8 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from digest.analyze import analyze
 from digest.db import SessionFactory
-from digest.event_store import EventRecord
-from digest.items import Item
+from digest.event_store import EventRecord, to_item
 from digest.llm import LLMClient
 from digest.models import Digest, DigestEvent, DigestText, Entry, FetchLog, Source, Writeup
 from digest.score import ScoreWeights
@@ -161,18 +160,6 @@ async def _late_entries(
         if built_at is not None and built_at <= entry.first_seen:
             late.append(entry)
     return late
-
-
-def to_item(entry: Entry, source: Source) -> Item:
-    """The pure analysis view of a stored entry."""
-    return Item(
-        entry_id=entry.id, source_key=source.key, source_name=source.name,
-        source_weight=source.weight, kind=source.kind, title=entry.title, summary=entry.summary,
-        url=entry.canonical_url or entry.url, links=tuple(entry.links or ()),
-        published=entry.published, arxiv_id=entry.arxiv_id, arxiv_version=entry.arxiv_version,
-        announce_type=entry.announce_type, doi=entry.doi, repo=entry.repo, tag=entry.tag,
-        prerelease=entry.prerelease,
-    )
 
 
 def _rank(records: Sequence[EventRecord], limit: int) -> list[EventRecord]:

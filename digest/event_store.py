@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +18,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from digest.classify import Classification, classify_items
-from digest.cluster import Cluster, primary_order
+from digest.cluster import Cluster, identity_keys, primary_order
 from digest.extractive import EventInput, SourceText
 from digest.items import Item
 from digest.models import Digest, DigestEvent, Entry, Event, EventEntry, Source
@@ -28,7 +28,6 @@ from digest.taxonomy import Taxonomy
 KNOWN_LOOKBACK = dt.timedelta(days=30)
 log = logging.getLogger(__name__)
 
-KeysFn = Callable[[Item], list[str]]
 
 
 @dataclass
@@ -74,28 +73,34 @@ def plan_event(cluster: Cluster, stored: Sequence[Item], taxonomy: Taxonomy) -> 
     return PlannedEvent(cluster, items, classify_items(items, taxonomy))
 
 
-def _item(entry: Entry, source: Source) -> Item:
-    from digest.build import to_item
-
-    return to_item(entry, source)
+def to_item(entry: Entry, source: Source) -> Item:
+    """The pure analysis view of a stored entry."""
+    return Item(
+        entry_id=entry.id, source_key=source.key, source_name=source.name,
+        source_weight=source.weight, kind=source.kind, title=entry.title, summary=entry.summary,
+        url=entry.canonical_url or entry.url, links=tuple(entry.links or ()),
+        published=entry.published, arxiv_id=entry.arxiv_id, arxiv_version=entry.arxiv_version,
+        announce_type=entry.announce_type, doi=entry.doi, repo=entry.repo, tag=entry.tag,
+        prerelease=entry.prerelease,
+    )
 
 
 async def _entries_of(session: AsyncSession, event_ids: Iterable[int]) -> dict[int, list[Item]]:
     ids = list(set(event_ids))
     found: dict[int, list[Item]] = {i: [] for i in ids}
-    for chunk in range(0, len(ids), 500):
+    for chunk in _chunks(ids):
         rows = await session.execute(
             select(EventEntry.event_id, Entry, Source)
             .join(Entry, Entry.id == EventEntry.entry_id)
             .join(Source, Source.id == Entry.source_id)
-            .where(EventEntry.event_id.in_(ids[chunk:chunk + 500]))
+            .where(EventEntry.event_id.in_(chunk))
         )
         for event_id, entry, source in rows:
-            found[event_id].append(_item(entry, source))
+            found[event_id].append(to_item(entry, source))
     return found
 
 
-async def load_known_keys(session: AsyncSession, keys_fn: KeysFn, now: dt.datetime) -> dict[str, int]:
+async def load_known_keys(session: AsyncSession, now: dt.datetime) -> dict[str, int]:
     """Identity keys of recent events' entries (and their cluster keys) -> event id."""
     recent = (await session.execute(
         select(Event.id, Event.cluster_key).where(Event.updated_at >= now - KNOWN_LOOKBACK)
@@ -103,7 +108,7 @@ async def load_known_keys(session: AsyncSession, keys_fn: KeysFn, now: dt.dateti
     known = {key: event_id for event_id, key in recent}
     for event_id, items in (await _entries_of(session, [r[0] for r in recent])).items():
         for item in items:
-            for key in keys_fn(item):
+            for key in identity_keys(item):
                 known.setdefault(key, event_id)
     return known
 
