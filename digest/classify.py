@@ -4,7 +4,9 @@ Relevance needs compiler evidence (the taxonomy's core phrases, or a compiler
 project's own feed); hardware or benchmark words alone never suffice, and
 general-ML evidence (fine-tuning, RLHF, medical imaging...) blocks an entry
 whose compiler evidence is weak. Layers are assigned per layer when the
-weights of its matched phrases reach the layer's threshold.
+weights of its matched phrases reach the layer's threshold, and a relevant
+entry always has one: readers choose layers, so an event with none would
+reach nobody who filters and show an empty layer row to everyone else.
 """
 
 from __future__ import annotations
@@ -92,10 +94,11 @@ def _evidence(matched: set[str], figs: list[str], taxonomy: Taxonomy) -> dict[st
 
 
 def relevance_distance(totals: Mapping[str, float], taxonomy: Taxonomy) -> float:
-    """How far the compiler evidence is from the relevance decision: >= 0 means relevant.
+    """How far the compiler evidence is from the relevance decision: >= 0 means compiler news.
 
     Both conditions must hold: ``core`` reaches the threshold, and it beats the
     negative evidence by the margin; the distance is the smaller of the two slacks.
+    Compiler news is relevant when it also has a layer (:func:`decide`).
     """
     compiler, negative = totals["core"], totals["negative"]
     return min(compiler - taxonomy.relevance_threshold,
@@ -117,16 +120,26 @@ def layers_of(totals: Mapping[str, float], taxonomy: Taxonomy) -> tuple[str, ...
     return tuple(lid for lid in LAYER_IDS if totals.get(lid, 0.0) >= taxonomy.layers[lid].threshold)
 
 
+def decide(totals: Mapping[str, float], taxonomy: Taxonomy,
+           compiler_news: bool) -> tuple[bool, float, tuple[str, ...]]:
+    """Relevant, strength and layers: relevant is compiler news with at least one layer.
+
+    The one relevance rule, for the rules' verdict and a triage verdict alike;
+    not relevant means no strength and no layers.
+    """
+    layers = layers_of(totals, taxonomy) if compiler_news else ()
+    if not layers:
+        return False, 0.0, ()
+    return True, _strength(totals, taxonomy), layers
+
+
 def classify_text(text: str, taxonomy: Taxonomy, *, prior: float = 0.0) -> Classification:
     """Classify a text, with ``prior`` extra compiler evidence from the source."""
     matched = taxonomy.matcher.find(text)
     figs = figures(text)
     totals = _totals(matched, len(figs), prior, taxonomy)
-    if not _is_relevant(totals, taxonomy):
-        return Classification(False, 0.0, (), _evidence(matched, figs, taxonomy), totals)
-    strength = _strength(totals, taxonomy)
-    return Classification(True, strength, layers_of(totals, taxonomy),
-                          _evidence(matched, figs, taxonomy), totals)
+    relevant, strength, layers = decide(totals, taxonomy, _is_relevant(totals, taxonomy))
+    return Classification(relevant, strength, layers, _evidence(matched, figs, taxonomy), totals)
 
 
 def classify_items(items: Sequence[Item], taxonomy: Taxonomy) -> Classification:
@@ -151,21 +164,23 @@ def is_borderline(verdict: Classification, taxonomy: Taxonomy) -> bool:
 
     Close means the compiler evidence lies within ``taxonomy.triage_band`` of the
     decision (:func:`relevance_distance`), on either side: not relevant but close,
-    or relevant but weak. A band of 0 makes nothing borderline.
+    or relevant but weak. A band of 0 makes nothing borderline, and so does the
+    lack of a layer: no answer could make such an event relevant (:func:`decide`).
     """
+    if not layers_of(verdict.totals, taxonomy):
+        return False
     return abs(relevance_distance(verdict.totals, taxonomy)) < taxonomy.triage_band
 
 
 def with_verdict(verdict: Classification, relevant: bool, taxonomy: Taxonomy) -> Classification:
     """``verdict`` with a triage decision applied (recorded as ``evidence["triage"]``).
 
-    Promoted: relevant, with the strength and the layers its totals give.
-    Demoted: not relevant, no layers, no strength (as the rules leave a negative).
+    Promoted: relevant, with the strength and the layers its totals give (still
+    not relevant when they give no layer). Demoted: not relevant, no layers, no
+    strength (as the rules leave a negative).
     """
     evidence = {**verdict.evidence, "triage": ["relevant" if relevant else "not_relevant"]}
     if relevant == verdict.relevant:
         return replace(verdict, evidence=evidence)
-    if not relevant:
-        return replace(verdict, relevant=False, relevance=0.0, layers=(), evidence=evidence)
-    return replace(verdict, relevant=True, relevance=_strength(verdict.totals, taxonomy),
-                   layers=layers_of(verdict.totals, taxonomy), evidence=evidence)
+    relevant, strength, layers = decide(verdict.totals, taxonomy, relevant)
+    return replace(verdict, relevant=relevant, relevance=strength, layers=layers, evidence=evidence)

@@ -10,7 +10,6 @@ as written. ``digest.write`` re-exports everything here.
 from __future__ import annotations
 
 import datetime as dt
-import html
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -71,7 +70,6 @@ class DayWriteup:
     mode: str
 
 
-_TAG = re.compile(r"<[^>]+>")
 _ARXIV_HEAD = re.compile(r"^arXiv:\S+\s+Announce Type:\s*\S+\s+Abstract:\s*", re.IGNORECASE)
 _SPLIT = re.compile(r"(?<=[。！？])(?![”’」』）)])|(?<=[。！？][”’」』）)])|(?<=[.!?])\s+(?=\S)")
 _ABBREV = re.compile(
@@ -85,9 +83,11 @@ _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "Augu
 
 
 def clean_text(text: str) -> str:
-    """Plain text: tags dropped, entities unescaped, arXiv header removed, spaces collapsed."""
-    text = " ".join(html.unescape(_TAG.sub(" ", text)).split())
-    return _ARXIV_HEAD.sub("", text)
+    """Stored text (already plain: ingestion converted any markup) with the arXiv header removed.
+
+    Nothing is unescaped or stripped again: ``std::vector<int>`` and ``&lt;`` are text here.
+    """
+    return _ARXIV_HEAD.sub("", " ".join(text.split()))
 
 
 def sentences(text: str) -> list[str]:
@@ -205,7 +205,8 @@ def _distinctive(term: str) -> bool:
 def extractive_event(event: EventInput, locale: str) -> EventWriteup:
     """An event write-up quoted from its sources, with localised connective text."""
     primary = event.sources[0] if event.sources else None
-    title = clean_text(primary.title) if primary and primary.title.strip() else event.title
+    # An entry's title is already plain text: ``<T>`` in it is text, not a tag to drop.
+    title = " ".join(primary.title.split()) if primary and primary.title.strip() else event.title
     quoted = lead(best_summary(event))
     terms = key_terms(title)
     return EventWriteup(

@@ -9,6 +9,8 @@ empty value instead of raising.
                     ─► normalize_entry()  one record per entry: id, URLs, text, date, external ids
                     ─► normalize_feed()   every entry, repeated ids dropped, notes → warnings
 
+A title stays text (``std::vector<int>`` and ``<script>`` included) unless the
+feed says it is HTML; summaries and content are HTML and become plain text.
 The entry key is the guid, else the canonical link, else a hash of title and
 summary. The content hash covers every normalised field except a fallback
 date (which is the fetch time and would change on every fetch).
@@ -40,6 +42,7 @@ from digest.feedtext import (
     absolute_url,
     canonical_url,
     clean_id,
+    field_text,
     hrefs,
     plain_text,
     text_of,
@@ -196,8 +199,19 @@ def _categories(entry: Mapping[str, Any]) -> tuple[str, ...]:
     return unique((plain_text(term, 200) for term in terms), 50)
 
 
-def _title(raw_title: str, summary: str, url: str | None) -> tuple[str, str | None]:
-    title = plain_text(raw_title, TITLE_MAX)
+def _title_type(entry: Mapping[str, Any]) -> str:
+    """What the feed says its title is: text (an RSS title, Atom ``type="text"``) or HTML.
+
+    feedparser gives it in ``title_detail``; an entry without one (a JSON Feed
+    entry, whose title :mod:`digest.jsonfeed` escapes) is HTML.
+    """
+    detail = entry.get("title_detail")
+    kind = text_of(detail.get("type")) if isinstance(detail, Mapping) else ""
+    return kind or "text/html"
+
+
+def _title(raw_title: str, kind: str, summary: str, url: str | None) -> tuple[str, str | None]:
+    title = field_text(raw_title, kind, TITLE_MAX)
     if title:
         return title, None
     fallback = truncate(summary, 80) or url or "(untitled)"
@@ -233,7 +247,7 @@ def normalize_entry(entry: Mapping[str, Any], ctx: FeedContext) -> NormalizedEnt
         summary = ARXIV_PREFIX_RE.sub("", summary, count=1)
         raw_title = ARXIV_TITLE_SUFFIX_RE.sub("", raw_title)
     summary = truncate(summary, SUMMARY_MAX)
-    title, title_note = _title(raw_title, summary, url)
+    title, title_note = _title(raw_title, _title_type(entry), summary, url)
     published, date_note = _published(entry, ctx.fetched_at)
     repo, tag = github_release((raw_link, url or ""), guid, ctx.kind, ctx.repo)
     release_like = tag is not None or ctx.kind == "github-releases"

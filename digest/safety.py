@@ -3,8 +3,9 @@
 Everything that reaches a reader from a feed, a subscriber or an LLM is
 untrusted. The rules, per format:
 
-- all formats: control characters and bidi overrides are removed
-  (:func:`clean_text`); only http(s) links survive (:func:`safe_url`);
+- all formats: control characters, zero-width characters and bidi marks are
+  removed (:func:`clean_text`; feed text is cleaned by the same rule at
+  ingest); only http(s) links survive (:func:`safe_url`);
 - HTML and Telegram HTML: autoescaped by Jinja2 (``&``, ``<``, ``>``, quotes),
   or :func:`tg_escape` / :func:`tg_attr` when built in Python;
 - Markdown: :func:`md_escape`;
@@ -20,9 +21,14 @@ from urllib.parse import urlsplit
 
 ZWSP = "\u200b"
 
-# C0 (except tab and newline), DEL, C1, bidi embeddings/overrides/isolates, BOM, and lone
-# surrogates (a JSON answer can carry "\ud83d" alone; it cannot be encoded for any platform).
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
+# C0 (except tab and newline), DEL, C1, zero-width characters and bidi marks (ZWSP, ZWNJ,
+# ZWJ, LRM, RLM, word joiner, Arabic letter mark), bidi embeddings/overrides/isolates, BOM,
+# the noncharacters U+FFFE/U+FFFF, and lone surrogates (a JSON answer can carry "\ud83d"
+# alone; it cannot be encoded for any platform). Feed text is cleaned with the same rule.
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060\u2066-\u2069"
+    "\ufeff\ufffe\uffff\ud800-\udfff]"
+)
 _SPACE = re.compile(r"\s")
 _LINE_SEPARATORS = re.compile("\r\n?|[\u2028\u2029\x85]")
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
@@ -34,9 +40,14 @@ _DISCORD_MASS_MENTION = re.compile(r"@(?=everyone|here)", re.IGNORECASE)
 _DISCORD_ANGLE_MENTION = re.compile(r"<(?=@|#\d|/[\w \-]+:\d|a?:\w+:\d|t:-?\d|id:)", re.IGNORECASE)
 
 
+def strip_controls(text: str) -> str:
+    """``text`` without control, zero-width and bidi characters (the one rule, see ``_CONTROL``)."""
+    return _CONTROL.sub("", text)
+
+
 def clean_text(text: object) -> str:
     """``text`` as a string with newlines normalised and control characters removed."""
-    return _CONTROL.sub("", _LINE_SEPARATORS.sub("\n", str(text)))
+    return strip_controls(_LINE_SEPARATORS.sub("\n", str(text)))
 
 
 def one_line(text: object, limit: int) -> str:

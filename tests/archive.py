@@ -19,11 +19,11 @@ DATES = (DAY, DAY - dt.timedelta(days=1), DAY - dt.timedelta(days=2))  # newest 
 NOW = window_for(DAY, TZ).end + dt.timedelta(minutes=5)
 SITE_URL = "https://digest.example"
 
-# A feed item trying to run script: markup in the title, entity-encoded markup in the summary
-# (which survives as literal "<script>" text after the writer unescapes it), a javascript: link.
+# A feed item trying to run script: markup in the title and in the stored (plain-text) summary,
+# which a reader must see as literal text, and a javascript: link.
 HOSTILE_TITLE = 'Triton kernel fusion <script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">'
 HOSTILE_SUMMARY = (
-    "Triton &lt;script&gt;window.__pwned=3&lt;/script&gt; kernel fusion for GPU code generation: "
+    "Triton <script>window.__pwned=3</script> kernel fusion for GPU code generation: "
     "the Triton compiler lowers fused attention kernels through MLIR to PTX and beats cuBLAS by 1.3x."
 )
 DISTRIBUTED = (

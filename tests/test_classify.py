@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from labelled import evaluate, load, split
+from sqlalchemy import select
 
+from digest.build import BuildOptions, build_digest
 from digest.classify import (
     classify,
     classify_items,
@@ -18,9 +21,16 @@ from digest.classify import (
     relevance_distance,
     with_verdict,
 )
+from digest.db import SessionFactory
 from digest.errors import ConfigError
+from digest.fetch import FetchOptions
+from digest.ingest import fetch_sources
 from digest.items import Item
 from digest.layers import LAYER_IDS
+from digest.models import Event
+from digest.queries import load_view
+from digest.samples import write_samples
+from digest.sources import load_sources
 from digest.taxonomy import (
     PhraseMatcher,
     Taxonomy,
@@ -28,6 +38,7 @@ from digest.taxonomy import (
     figures,
     load_taxonomy,
 )
+from digest.window import latest_closed
 
 
 @pytest.fixture(scope="module")
@@ -114,15 +125,37 @@ def test_strong_compiler_evidence_outweighs_ml_context(taxonomy: Taxonomy) -> No
 
 
 def test_compiler_project_feed_is_relevant_on_weak_text(taxonomy: Taxonomy) -> None:
-    weak = item("LLVM Weekly - #612", "This week: new contributors, a meetup and RFCs.",
+    weak = item("LLVM Weekly - #612", "This week: faster CUDA graph capture and RFCs.",
                 kind="rss", key="llvm-weekly")
     assert classify(weak, taxonomy).relevant
     assert classify(weak, taxonomy).evidence["source_prior"] == ["llvm-weekly"]
-    release = item("v3.4.0", "Bug fixes.", kind="github-releases", key="gh-mine",
-                   repo="triton-lang/triton", tag="v3.4.0")
+    release = item("v3.4.0", "Bug fixes for warp specialization.", kind="github-releases",
+                   key="gh-mine", repo="triton-lang/triton", tag="v3.4.0")
     assert classify(release, taxonomy).relevant
-    unknown = item("v1.0.0", "Bug fixes.", kind="github-releases", key="gh-mine", repo="a/b")
+    unknown = item("v1.0.0", "Bug fixes for warp specialization.", kind="github-releases",
+                   key="gh-mine", repo="a/b")
     assert not classify(unknown, taxonomy).relevant
+
+
+@pytest.mark.parametrize("entry", [
+    item("LLVM Weekly - #612", "This week: new contributors, a meetup and RFCs.",
+         kind="rss", key="llvm-weekly"),
+    item("v3.4.0", "Bug fixes.", kind="github-releases", key="gh-mine", repo="triton-lang/triton",
+         tag="v3.4.0"),
+    item("Taint-Aware Compilation of Web Templates",
+         "We compile HTML templates and insert escaping as a compiler pass against cross-site "
+         "scripting."),
+])
+def test_compiler_news_without_a_layer_is_not_relevant(taxonomy: Taxonomy, entry: Item) -> None:
+    """Readers choose layers: an event with none would reach no filtered reader."""
+    verdict = classify(entry, taxonomy)
+    assert relevance_distance(verdict.totals, taxonomy) >= 0, "compiler evidence enough"
+    assert layers_of(verdict.totals, taxonomy) == ()
+    assert (verdict.relevant, verdict.relevance, verdict.layers) == (False, 0.0, ())
+    assert not is_borderline(verdict, taxonomy), "no answer could make it relevant"
+    promoted = with_verdict(verdict, True, taxonomy)
+    assert (promoted.relevant, promoted.relevance, promoted.layers) == (False, 0.0, ())
+
 
 
 def test_benchmark_layer_needs_real_evaluation_evidence(taxonomy: Taxonomy) -> None:
@@ -253,8 +286,11 @@ NCCL = item("Autotuning Collective Algorithms in NCCL",
             "We autotune the all-reduce algorithm choice in NCCL for tensor parallel training on "
             "H100 GPUs.", kind="rss", key="blog")
 SHEETS = item("A Compiler for Spreadsheet Formulas",
-              "We present a compiler that turns spreadsheet formulas into Python scripts.",
-              kind="rss", key="blog")
+              "We present a compiler that turns spreadsheet formulas into Python scripts with a "
+              "custom memory allocator.", kind="rss", key="blog")
+NO_LAYER = item("A Compiler for Spreadsheet Formulas",
+                "We present a compiler that turns spreadsheet formulas into Python scripts.",
+                kind="rss", key="blog")
 TRITON = item("Autotuning Triton Kernels for Hopper",
               "We extend the Triton compiler with a cost model for autotuning tile sizes of GEMM "
               "kernels and generate PTX for H100 GPUs.")
@@ -271,7 +307,8 @@ def test_triage_band_is_taxonomy_data(taxonomy: Taxonomy, tmp_path: Path) -> Non
 def test_relevance_distance_is_the_rules_decision(taxonomy: Taxonomy) -> None:
     for example in load():
         verdict = classify(example.item(), taxonomy)
-        assert (relevance_distance(verdict.totals, taxonomy) >= 0) is verdict.relevant
+        compiler_news = relevance_distance(verdict.totals, taxonomy) >= 0
+        assert (compiler_news and bool(verdict.layers)) is verdict.relevant
 
 
 @pytest.mark.parametrize(("entry", "relevant", "borderline"), [
@@ -279,6 +316,7 @@ def test_relevance_distance_is_the_rules_decision(taxonomy: Taxonomy) -> None:
     (SHEETS, True, True),  # relevant, but weak
     (TRITON, True, False),
     (ADAM, False, False),
+    (NO_LAYER, False, False),  # compiler news, but weak and without a layer: nothing to ask
 ])
 def test_borderline_means_close_to_the_decision_on_either_side(
     taxonomy: Taxonomy, entry: Item, relevant: bool, borderline: bool
@@ -319,3 +357,35 @@ def test_demotion_drops_layers_and_strength(taxonomy: Taxonomy) -> None:
 def test_rules_layers_are_the_totals_against_each_threshold(taxonomy: Taxonomy) -> None:
     verdict = classify(TRITON, taxonomy)
     assert verdict.layers == layers_of(verdict.totals, taxonomy)
+
+
+# --- the bundled samples, built: no relevant event without a layer, whatever the time
+
+
+SAMPLE_NOWS = [
+    dt.datetime(2026, 12, 5, 3, 0, tzinfo=dt.UTC),
+    dt.datetime(2026, 12, 5, 15, 59, tzinfo=dt.UTC),
+    dt.datetime(2026, 12, 5, 23, 59, tzinfo=dt.UTC),
+    dt.datetime(2026, 11, 20, 0, 30, tzinfo=dt.UTC),
+    dt.datetime(2027, 2, 28, 8, 1, tzinfo=dt.UTC),
+]
+
+
+@pytest.mark.parametrize("now", SAMPLE_NOWS, ids=lambda n: n.strftime("%m%dT%H%MZ"))
+async def test_sample_digest_never_shows_an_event_without_layers(
+    sqlite_sessions: SessionFactory, tmp_path: Path, now: dt.datetime
+) -> None:
+    specs = load_sources(write_samples(tmp_path, now))
+    results = await fetch_sources(sqlite_sessions, specs, FetchOptions(), now=now)
+    assert all(r.error is None for r in results), [r.error for r in results if r.error]
+    date = latest_closed(now, "Asia/Shanghai")
+    report = await build_digest(sqlite_sessions, date, BuildOptions(locales=("zh", "en")), now=now)
+    assert report.events > 0
+    async with sqlite_sessions() as session:
+        views = [await load_view(session, date, locale) for locale in ("zh", "en")]
+        events = list(await session.scalars(select(Event)))
+    for view in views:
+        assert view.events
+        assert all(e.layers for e in view.events), [e.title for e in view.events if not e.layers]
+    assert all(e.layers for e in events if e.relevant)
+    assert not any(e.relevant for e in events if e.title.startswith("Taint-Aware Compilation"))

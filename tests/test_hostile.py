@@ -10,15 +10,16 @@ from typing import Any
 import pytest
 
 from digest.render import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER, Renderer
-from digest.safety import discord_escape
+from digest.safety import clean_text, discord_escape
 from digest.split import TELEGRAM_LIMIT, discord_problems, telegram_text, utf16_len
 from digest.views import DigestView, EventView, SourceLink
 from digest.wrap import MAX_LINE_OCTETS
 from tests.test_split import check_telegram, parse, squash
 
 SCRIPT = "<script>alert(1)</script>"
+INVISIBLE = "\u200b\u200c\u200d\u200e\u200f\u2060\u061c"  # zero-width characters and bidi marks
 TITLE = (f"{SCRIPT} [click](javascript:alert(1)) **bold** @everyone <@123> & < "
-         "\x1b[31m\u202egnp.exe \ud83d 编译器 😀")
+         f"\x1b[31m\u202egnp.exe \ud83d 编译器 😀 M{INVISIBLE}LIR")
 MENTIONS = "<@!123> <@&456> <#789> @here @everyone </cmd:1> <t:1700000000:R>"
 MARKDOWN = "[x](javascript:alert(3)) ```code``` ||spoiler|| ~~s~~ __u__\n> quote\n# heading\n- list\n1. one"
 LONG = ("编译器把算子下沉到循环。" * 300 + "😀👍🏽👨\u200d👩\u200d👧🇨🇳" * 300
@@ -120,7 +121,7 @@ def test_plain_text_and_email_text(renderer: Renderer, view: DigestView) -> None
         assert not re.search("[\x00-\x08\x0b-\x1f\x7f]", body)
     assert all(len(line.encode()) <= MAX_LINE_OCTETS for line in mail.text.split("\n"))
     assert "\n" not in mail.subject and "\r" not in mail.subject and len(mail.subject) <= 200
-    assert squash(LONG) in squash(mail.text)
+    assert squash(clean_text(LONG)) in squash(mail.text)
 
 
 def test_telegram(renderer: Renderer, view: DigestView) -> None:
@@ -134,7 +135,7 @@ def test_telegram(renderer: Renderer, view: DigestView) -> None:
             assert all(k == "href" and v and v.startswith(("http://", "https://")) for k, v in attrs.items())
     shown = squash("".join(telegram_text(m) for m in messages))
     for text in (LONG, "😀" * 5000, "字" * 10000, "x" * 10000, SCRIPT, MENTIONS):
-        assert squash(text) in shown, "a long text lost something"
+        assert squash(clean_text(text)) in shown, "a long text lost something"
     assert squash(telegram_text(messages[0])).startswith(squash(SCRIPT))
 
 
@@ -195,3 +196,18 @@ def test_publisher_names_are_escaped_in_the_data_notes(
     assert name in renderer.render(evil, "text")
     notes = renderer.discord(evil)[-1]["embeds"][-1]["description"]
     assert "Evil \\<Blog\\> & Co" in notes or "Evil <Blog> & Co" in notes
+
+
+def test_zero_width_and_bidi_marks_never_reach_a_reader(renderer: Renderer, view: DigestView) -> None:
+    """Only what we put in ourselves: Discord's mention breakers, the e-mail preheader padding."""
+    mail = renderer.email_parts(view)
+    outputs = {fmt: renderer.render(view, fmt) for fmt in ("html", "md", "text", "json")}
+    padding = "\u034f\u200c&nbsp;"  # &#847;&zwnj;&nbsp; after the preheader (render_email.py)
+    outputs |= {"email.html": mail.html.replace(padding, ""), "email.text": mail.text,
+                "subject": mail.subject,
+                "telegram": "".join(renderer.telegram(view))}
+    for fmt, output in outputs.items():
+        assert not any(mark in output for mark in INVISIBLE), fmt
+        assert "MLIR" in output or fmt == "subject", fmt
+    discord = "".join(t for p in renderer.discord(view) for t in discord_texts(p))
+    assert not any(mark in discord for mark in INVISIBLE[1:]) and "MLIR" in discord

@@ -115,7 +115,7 @@ def test_atom_entry_prefers_summary_and_collects_content_links() -> None:
         "content": '<![CDATA[<p>Long <a href="https://github.com/apache/tvm">repo</a></p>]]>',
     }]), url="https://blog.example.org/atom.xml")
     (entry,) = feed.entries
-    assert entry.title == "TVM Relax"
+    assert entry.title == "TVM <i>Relax</i>", "an Atom title without a type is text"
     assert entry.summary == "Short."
     assert entry.url == "https://blog.example.org/posts/relax"
     assert "https://github.com/apache/tvm" in entry.links

@@ -263,6 +263,15 @@ def test_extractive_event_zh() -> None:
     assert got.layers == KERNELBRAID.layers
 
 
+def test_extractive_summary_keeps_angle_brackets_and_entities_as_text() -> None:
+    """Stored summaries are plain text: ``std::vector<int>`` and ``&lt;`` are not markup to strip again."""
+    text = "Lowering std::vector<int> and Span<T> to LLVM IR keeps the &lt;escape&gt; visible."
+    event = EventInput(1, "Vectors <T>", ("kernel_codegen",), 50.0,
+                       (SourceText("LLVM Blog", "https://blog.llvm.org/p", "Vectors <T>", text),))
+    got = extractive_event(event, "en")
+    assert got.summary == text and got.title == "Vectors <T>"
+
+
 def test_extractive_event_en_has_no_chinese() -> None:
     got = extractive_event(KERNELBRAID, "en")
     assert got.why_it_matters == (
