@@ -1,12 +1,15 @@
 """The subscribe form's mails: the confirmation link, or a notice for an address already subscribed.
 
-Composed by ``email.message.EmailMessage`` (policy SMTP, which refuses CR/LF in
-any header, so nothing typed into the form can add one): multipart/alternative
-text + HTML, both quoted-printable (no line over 76 octets), a UTF-8 subject
-in the subscriber's language, From ``DIGEST_MAIL_FROM``, Date, and a
-Message-ID derived from what the mail carries (a re-send of the same mail
-keeps it; the next mail gets another). Every value put in comes from the
-service (a validated address, our own signed links), and the HTML escapes it.
+The headers are written by the newsletter's own writer (``mailer.header_block``:
+no header is folded by the email package, the address must pass the mailer's
+strict check, free text is encoded by us), so nothing typed into the form can
+add a header; ``email.message.EmailMessage`` builds only the MIME body:
+multipart/alternative text + HTML, both quoted-printable (no line over 76
+octets). A UTF-8 subject in the subscriber's language, From
+``DIGEST_MAIL_FROM``, Date, and a Message-ID derived from what the mail
+carries (a re-send of the same mail keeps it; the next mail gets another).
+Every value put in comes from the service (a validated address, our own
+signed links), and the HTML escapes it.
 
 They go out through the same email channel as the newsletters
 (``mailer.create_channel``): SMTP when ``DIGEST_SMTP_HOST`` is set, else the
@@ -20,12 +23,9 @@ import datetime as dt
 import hashlib
 import html
 from collections.abc import Awaitable, Callable
-from email import policy
-from email.message import EmailMessage
-from email.utils import format_datetime
 
 from digest.channels import Message, PushChannel, SendResult
-from digest.mailer import MailIdentity
+from digest.mailer import MailIdentity, header_block, mime_alternative
 
 CONFIRM, ALREADY = "confirm", "already"
 SendMail = Callable[[Message], Awaitable[SendResult]]
@@ -119,17 +119,10 @@ def compose(kind: str, identity: MailIdentity, *, to: str, locale: str, link: st
             now: dt.datetime, unsubscribe: str = "", mid: str) -> bytes:
     """The whole message (RFC 5322 bytes): ``link`` is the button (confirm, or preferences)."""
     words = _words(kind, locale, to, unsubscribe)
-    msg = EmailMessage(policy=policy.SMTP)
-    msg["From"] = identity.mail_from
-    msg["To"] = to
-    msg["Subject"] = words["subject"]
-    msg["Date"] = format_datetime(now.astimezone(dt.UTC))
-    msg["Message-ID"] = mid
-    msg["Auto-Submitted"] = "auto-generated"
-    msg.set_content(_text(words, link, site_url), charset="utf-8", cte="quoted-printable")
-    msg.add_alternative(_html(words, link, site_url, locale, unsubscribe), subtype="html", charset="utf-8",
-                        cte="quoted-printable")
-    return msg.as_bytes()
+    head = header_block(identity, to=to, subject=words["subject"], date=now, mid=mid,
+                        extra=[("Auto-Submitted", "auto-generated")])
+    return head + mime_alternative(_text(words, link, site_url),
+                                   _html(words, link, site_url, locale, unsubscribe))
 
 
 def confirm_message(identity: MailIdentity, subscriber_id: int, to: str, locale: str, *,

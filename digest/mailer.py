@@ -1,18 +1,27 @@
 """The email channel: compose the newsletter (MIME) and deliver it to a file outbox or by SMTP.
 
 Composing is compiled once per filter group (:class:`EmailTemplate`): the
-group's message is built by ``email.message.EmailMessage`` (policy SMTP) with
-random per-template markers where the personal values go (To, Message-ID,
-List-Unsubscribe) and its bodies are encoded quoted-printable once, cut at the
-link placeholders. Per subscriber only short values are encoded and joined:
-no body line exceeds 76 octets (RFC 2045) nor any line 998, and a
-recipient costs microseconds instead of the milliseconds a full build takes.
+group's message is built once with random per-template markers where the
+personal values go (To, Message-ID, List-Unsubscribe) and its bodies are
+encoded quoted-printable once, cut at the link placeholders. Per subscriber
+only short values are encoded and joined: no body line exceeds 76 octets
+(RFC 2045) nor any line 998, and a recipient costs microseconds instead of
+the milliseconds a full build takes.
 
-Header injection is impossible: every header is written by EmailMessage,
-which refuses CR/LF; the only values put into the compiled template are an
-address, a Message-ID and a URL that passed a strict ASCII check (``_SAFE_*``).
-Anything else (an internationalised address, an odd site URL) takes the slow
-path: the whole message built by EmailMessage (:func:`compose_message`).
+Headers are written here (:func:`header_block`), never by the email package:
+its folder decodes an RFC 2047 encoded word found in a value and, on some
+3.11/3.12 patch releases, writes the decoded CR LF out raw, so a feed title
+``=?utf-8?b?...?=`` could add headers and a body. Free text (the Subject, the
+From display name) is written as plain ASCII words only when it is printable
+ASCII holding no ``=?``, else as encoded words made by :func:`encoded_words`;
+every other value (addresses, the Message-ID, links) must pass a strict ASCII
+check that also refuses ``=?`` (:func:`sendable_address`, ``_SAFE_*``), else
+composing raises ValueError. Only the MIME structure (MIME-Version,
+Content-Type, the parts) comes from ``email.message.EmailMessage``, which puts
+no text of ours in a header. Addresses are ASCII only: the subscribe form
+IDNA-encodes a domain and refuses a non-ASCII mailbox name (no SMTPUTF8).
+A link the compiled path cannot take (an odd site URL) takes the slow path:
+the whole message built afresh (:func:`compose_message`).
 
 Delivery: :class:`FileOutbox` writes one ``.eml`` per message, atomically and
 named by the Message-ID (a re-send overwrites); ``digest.smtp`` sends by SMTP.
@@ -20,11 +29,13 @@ named by the Message-ID (a re-send overwrites); ``digest.smtp`` sends by SMTP.
 
 from __future__ import annotations
 
+import base64
 import binascii
 import datetime as dt
 import os
 import re
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from email import policy
 from email.message import EmailMessage
@@ -34,7 +45,14 @@ from typing import TYPE_CHECKING
 
 from digest.channels import Message, Outcome, PushChannel, SendResult
 from digest.errors import ConfigError
-from digest.render_email import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER, EmailParts, personalise
+from digest.render_email import (
+    PREFERENCES_PLACEHOLDER,
+    SUBJECT_MAX,
+    UNSUBSCRIBE_PLACEHOLDER,
+    EmailParts,
+    personalise,
+)
+from digest.safety import one_line
 
 if TYPE_CHECKING:
     from digest.config import Settings
@@ -42,12 +60,33 @@ if TYPE_CHECKING:
 
 UNSUBSCRIBE_PATH = "/unsubscribe"
 PREFERENCES_PATH = "/preferences"
-_SAFE_ADDRESS = re.compile(r"[A-Za-z0-9!#$%*+/=?^_`{|}~.-]{1,64}"
-                           r"@[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
-_SAFE_URL = re.compile(r"https?://[A-Za-z0-9._~:/?#\[\]@!$()*+,;=%-]{1,880}")
-_SAFE_MESSAGE_ID = re.compile(r"<[A-Za-z0-9._-]{1,100}@[A-Za-z0-9.-]{1,120}>")
+_NO_EW = r"(?!.*=\?)"  # no "=?" anywhere: nothing a decoder could take for an RFC 2047 encoded word
+_ADDRESS = re.compile(_NO_EW + r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]{1,64}"
+                      r"@[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
+_SAFE_URL = re.compile(_NO_EW + r"https?://[A-Za-z0-9._~:/?#\[\]@!$()*+,;=%-]{1,880}")  # raw in QP and HTML
+_HEADER_URL = re.compile(_NO_EW + r"https?://[!#-;=?-~]{1,880}")  # printable ASCII but space " < >
+_MESSAGE_ID = re.compile(r"<[A-Za-z0-9._-]{1,100}@[A-Za-z0-9.-]{1,253}>")
+_PLAIN_TEXT = re.compile(_NO_EW + r"[ -~]*")  # a Subject written as it is
+_PLAIN_PHRASE = re.compile(_NO_EW + r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~ -]*")  # a display name of atoms
+_FOLD_AT = 78  # RFC 5322's recommended line length
+_PLAIN_WORD_MAX = 60  # a longer word is encoded (folded) rather than left on an overlong line
+_EW_OCTETS = 39  # 52 base64 characters: an encoded word of 64, "Subject: " + one is 73
+_EW_OCTETS_MAX = 45  # 60 base64 characters: the longest encoded word RFC 2047 allows (72 of 75)
+DISPLAY_NAME_MAX = 100
 _PLACEHOLDERS = re.compile(f"({re.escape(UNSUBSCRIBE_PLACEHOLDER)}|{re.escape(PREFERENCES_PLACEHOLDER)})")
 _FILE_UNSAFE = re.compile(r"[^A-Za-z0-9._@-]")
+
+
+def sendable_address(address: str) -> bool:
+    """True for an ASCII addr-spec the mailer writes into a header as it is (no quoting, no ``=?``)."""
+    return _ADDRESS.fullmatch(address) is not None
+
+
+def _checked(pattern: re.Pattern[str], value: str, what: str) -> str:
+    """``value`` when it fully matches ``pattern``; ValueError (nothing is composed) otherwise."""
+    if not pattern.fullmatch(value):
+        raise ValueError(f"not a usable {what} for a mail header: {value[:80]!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -59,18 +98,98 @@ class MailIdentity:
     domain: str
     list_id: str
     unsubscribe_mailto: str | None = None
+    display_name: str = ""
 
     @classmethod
     def from_settings(cls, mail_from: str, unsubscribe_mailto: str | None = None) -> MailIdentity:
         """Parse DIGEST_MAIL_FROM once; ConfigError when it holds no usable address."""
-        _, addr = parseaddr(mail_from)
+        name, addr = parseaddr(mail_from)
         domain = addr.rpartition("@")[2].lower()
-        if not _SAFE_ADDRESS.fullmatch(addr) or not domain:
+        if not sendable_address(addr) or not domain:
             raise ConfigError(f"DIGEST_MAIL_FROM: not a usable address: {mail_from!r}")
         mailto = (unsubscribe_mailto or "").removeprefix("mailto:").strip() or None
-        if mailto is not None and not _SAFE_ADDRESS.fullmatch(mailto):
+        if mailto is not None and not sendable_address(mailto):
             raise ConfigError(f"DIGEST_UNSUBSCRIBE_MAILTO: not a usable address: {unsubscribe_mailto!r}")
-        return cls(mail_from, addr, domain, f"compiler-digest.{domain}", mailto)
+        return cls(mail_from, addr, domain, f"compiler-digest.{domain}", mailto, _display_name(name))
+
+    def from_words(self) -> list[str]:
+        """The From header's words: the display name (plain atoms or encoded words), then the address."""
+        address = _checked(_ADDRESS, self.envelope_from, "sender address")
+        if not self.display_name:
+            return [address]
+        words = _plain_words(self.display_name, _PLAIN_PHRASE)
+        if words is None:
+            words = encoded_words(self.display_name, _EW_OCTETS_MAX)
+        return [*words, f"<{address}>"]
+
+
+def _display_name(name: str) -> str:
+    """The From display name on one line; one that must be encoded fits one encoded word.
+
+    In an address, decoders differ on the space between two encoded words (RFC 2047 drops it,
+    Python's parser keeps it), so an encoded display name is cut to one word: all see the same.
+    """
+    text = one_line(name, DISPLAY_NAME_MAX)
+    if _plain_words(text, _PLAIN_PHRASE) is not None or len(text.encode()) <= _EW_OCTETS_MAX:
+        return text
+    while len(text.encode()) > _EW_OCTETS_MAX - len("…".encode()):
+        text = text[:-1]
+    return text.rstrip() + "…"
+
+
+def encoded_words(text: str, octets: int = _EW_OCTETS) -> list[str]:
+    """``text`` as RFC 2047 encoded words (UTF-8, base64), each of whole characters and ``octets`` at most."""
+    data, words = text.encode("utf-8"), []
+    while data:
+        cut = min(len(data), octets)
+        while cut < len(data) and data[cut] & 0xC0 == 0x80:  # never cut inside a character
+            cut -= 1
+        words.append(f"=?utf-8?b?{base64.b64encode(data[:cut]).decode('ascii')}?=")
+        data = data[cut:]
+    return words
+
+
+def _plain_words(text: str, plain: re.Pattern[str]) -> list[str] | None:
+    """The words of one line of text when it can be written as it is (``plain``, no overlong word)."""
+    words = text.split()
+    if plain.fullmatch(text) and all(len(word) <= _PLAIN_WORD_MAX for word in words):
+        return words
+    return None
+
+
+def _field(name: str, words: Sequence[str]) -> str:
+    """``Name: word word ...``, folded (CRLF SP) before a word that would take a line past 78."""
+    lines = [f"{name}:"]
+    for n, word in enumerate(words):
+        if n and len(lines[-1]) + 1 + len(word) > _FOLD_AT:
+            lines.append("")
+        lines[-1] += " " + word
+    return "\r\n".join(lines) + "\r\n"
+
+
+def header_block(identity: MailIdentity, *, to: str, subject: str, date: dt.datetime, mid: str,
+                 extra: Sequence[tuple[str, str]] = ()) -> bytes:
+    """From, To, Subject, Date and Message-ID, then ``extra`` (our own ASCII values), as bytes.
+
+    The subject is flattened to one clean line first (:func:`~digest.safety.one_line`): even
+    decoded, it holds no CR or LF. Any other value is checked; ValueError when one is unusable.
+    """
+    text = one_line(subject, SUBJECT_MAX)
+    head = (_field("From", identity.from_words())
+            + f"To: {_checked(_ADDRESS, to, 'address')}\r\n"
+            + _field("Subject", _plain_words(text, _PLAIN_TEXT) or encoded_words(text))
+            + f"Date: {format_datetime(date.astimezone(dt.UTC))}\r\n"
+            + f"Message-ID: {_checked(_MESSAGE_ID, mid, 'Message-ID')}\r\n"
+            + "".join(f"{name}: {value}\r\n" for name, value in extra))
+    return head.encode("ascii")
+
+
+def mime_alternative(text: str, html: str) -> bytes:
+    """MIME-Version, Content-Type and the text and HTML parts (quoted-printable), from EmailMessage."""
+    msg = EmailMessage(policy=policy.SMTP)
+    msg.set_content(text, charset="utf-8", cte="quoted-printable")
+    msg.add_alternative(html, subtype="html", charset="utf-8", cte="quoted-printable")
+    return msg.as_bytes()
 
 
 @dataclass(frozen=True)
@@ -97,31 +216,25 @@ def personal_links(site_url: str, secret: str, subscriber_id: int, address: str)
     )
 
 
-def _headers(msg: EmailMessage, parts: EmailParts, identity: MailIdentity, *, to: str, mid: str,
-             unsubscribe: str, date: dt.datetime) -> None:
-    """Every header of a newsletter, set through EmailMessage (which refuses CR/LF)."""
-    msg["From"] = identity.mail_from
-    msg["To"] = to
-    msg["Subject"] = " ".join(parts.subject.split())
-    msg["Date"] = format_datetime(date.astimezone(dt.UTC))
-    msg["Message-ID"] = mid
-    msg["List-Id"] = f"compiler-digest <{identity.list_id}>"
-    links = [f"<{unsubscribe}>"]
+def _headers(parts: EmailParts, identity: MailIdentity, *, to: str, mid: str, unsubscribe: str,
+             date: dt.datetime) -> bytes:
+    """Every header of a newsletter but the MIME ones (:func:`header_block` and the List-* ones)."""
+    links = [f"<{_checked(_HEADER_URL, unsubscribe, 'unsubscribe link')}>"]
     if identity.unsubscribe_mailto:
-        links.append(f"<mailto:{identity.unsubscribe_mailto}?subject=unsubscribe>")
-    msg["List-Unsubscribe"] = ", ".join(links)
-    msg["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
+        mailto = _checked(_ADDRESS, identity.unsubscribe_mailto, "mailto")
+        links.append(f"<mailto:{mailto}?subject=unsubscribe>")
+    extra = [("List-Id", f"compiler-digest <{identity.list_id}>"),
+             ("List-Unsubscribe", ",\r\n ".join(links)),  # one link a line: a long URL is never folded
+             ("List-Unsubscribe-Post", "List-Unsubscribe=One-Click")]
+    return header_block(identity, to=to, subject=parts.subject, date=date, mid=mid, extra=extra)
 
 
 def compose_message(parts: EmailParts, identity: MailIdentity, *, to: str, mid: str,
                     links: PersonalLinks, date: dt.datetime) -> bytes:
-    """The whole message built by EmailMessage (the slow path, and the reference for the fast one)."""
+    """The whole message built afresh (the slow path, and the reference for the fast one)."""
     mine = personalise(parts, links.unsubscribe, links.preferences)
-    msg = EmailMessage(policy=policy.SMTP)
-    _headers(msg, parts, identity, to=to, mid=mid, unsubscribe=links.unsubscribe, date=date)
-    msg.set_content(mine.text, charset="utf-8", cte="quoted-printable")
-    msg.add_alternative(mine.html, subtype="html", charset="utf-8", cte="quoted-printable")
-    return msg.as_bytes()
+    head = _headers(parts, identity, to=to, mid=mid, unsubscribe=links.unsubscribe, date=date)
+    return head + mime_alternative(mine.text, mine.html)
 
 
 def _qp(text: str) -> bytes:
@@ -191,15 +304,15 @@ class EmailTemplate:
         self._pieces = self._compile()
 
     def _skeleton(self, slots: dict[str, str]) -> bytes:
-        """The group's message from EmailMessage, with markers for the personal values and bodies."""
+        """The group's message with markers for the personal values and bodies."""
+        head = _headers(self.parts, self.identity, to=slots["to"], mid=slots["mid"],
+                        unsubscribe=slots["unsub"], date=self.date)
         msg = EmailMessage(policy=policy.SMTP)
-        _headers(msg, self.parts, self.identity, to=slots["to"], mid=slots["mid"],
-                 unsubscribe=slots["unsub"], date=self.date)
         msg.set_content(slots["text"].strip(), charset="utf-8", cte="7bit")
         msg.add_alternative(slots["html"].strip(), subtype="html", charset="utf-8", cte="7bit")
         for part in msg.iter_parts():
             part.replace_header("Content-Transfer-Encoding", "quoted-printable")
-        return msg.as_bytes()
+        return head + msg.as_bytes()
 
     def _compile(self) -> list[bytes | str]:
         """Cut the skeleton at its markers; the bodies go in encoded, cut at their placeholders."""
@@ -225,7 +338,7 @@ class EmailTemplate:
     @staticmethod
     def fast(address: str, mid: str, links: PersonalLinks) -> bool:
         """True when every personal value passes the strict check the compiled path relies on."""
-        return bool(_SAFE_ADDRESS.fullmatch(address) and _SAFE_MESSAGE_ID.fullmatch(mid)
+        return bool(_ADDRESS.fullmatch(address) and _MESSAGE_ID.fullmatch(mid)
                     and _SAFE_URL.fullmatch(links.unsubscribe) and _SAFE_URL.fullmatch(links.preferences))
 
     def fill(self, address: str, mid: str, links: PersonalLinks) -> bytes:

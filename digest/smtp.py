@@ -13,6 +13,9 @@ Verdicts (``digest.channels.Outcome``), as the outbox acts on them:
 | ``CONNECT_LIMIT`` connects in a row fail|           |                                     |
 
 A connection that saw an error is dropped; the next send opens a new one.
+Recipients are ASCII addresses only (``mailer.sendable_address``, as the
+subscribe form and the composer require): no SMTPUTF8, so an internationalised
+mailbox name is PERMANENT before any connection, whatever the server offers.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import TYPE_CHECKING
 import aiosmtplib
 
 from digest.channels import Message, Outcome, SendResult
+from digest.mailer import sendable_address
 
 if TYPE_CHECKING:
     from digest.config import Settings
@@ -158,6 +162,10 @@ class SmtpChannel:
 
     async def send(self, message: Message) -> SendResult:
         """Send the one RFC 5322 part of ``message`` to its address."""
+        if not sendable_address(message.address):  # what the composer and the subscribe form require
+            return SendResult(Outcome.PERMANENT, message.start_part,
+                              f"{self.config.where}: unusable address {message.address[:80]!r}: only ASCII "
+                              "addresses are sent to (no SMTPUTF8), and none holding '=?'")
         async with self._slots:
             await self._rate.wait()
             try:

@@ -31,7 +31,9 @@ Other transitions: ``confirm`` pending→active (active stays, others refuse);
 (an unsubscribed row stays unsubscribed); an import never re-activates an
 unsubscribed, bounced or blocked address (``import_subscriber``).
 
-Addresses: email normalised by email-validator (no DNS), then lowercased;
+Addresses: email normalised by email-validator (no DNS), then lowercased, ASCII
+only (an internationalised domain IDNA-encoded, a non-ASCII mailbox name or an
+``=?`` refused: see ``_email``);
 telegram an integer chat id (negative for groups); discord ``channel:<id>``
 or ``user:<id>`` (a bare snowflake means a channel), id of 17 to 20 digits.
 """
@@ -118,13 +120,27 @@ def validate_address(channel: str, address: str) -> str:
 
 
 def _email(text: str) -> str:
+    """An address the mailer can write into a header and any SMTP server can take, or SubscriptionError.
+
+    ASCII only: an internationalised domain is stored IDNA-encoded (``xn--``); a mailbox name
+    with non-ASCII characters is refused (it needs SMTPUTF8 on every hop, which the mailer does
+    not use). An ``=?`` (the start of an RFC 2047 encoded word, which a mail reader may decode
+    into a new header line) is refused too.
+    """
     from email_validator import EmailNotValidError, validate_email
 
+    from digest.mailer import sendable_address
+
     try:
-        # Lowercased whole: one mailbox is one subscriber, so "Ann@x" cannot dodge an unsubscribe of "ann@x".
-        return validate_email(text, check_deliverability=False).normalized.lower()
+        found = validate_email(text, check_deliverability=False, allow_smtputf8=False)
     except EmailNotValidError as exc:
         raise SubscriptionError(f"not a valid email address ({exc})", field="address") from None
+    # Lowercased whole: one mailbox is one subscriber, so "Ann@x" cannot dodge an unsubscribe of "ann@x".
+    address = (found.ascii_email or "").lower()
+    if not sendable_address(address):
+        raise SubscriptionError("not a valid email address (it holds '=?', which mail readers may decode "
+                                "as an encoded word)", field="address")
+    return address
 
 
 def _telegram(text: str) -> str:
