@@ -9,12 +9,22 @@ feed and the JSON files use absolute links built on the site URL)::
     e/<id>.html                              each event shown in a digest
     feed.xml, style.css, 404.html
     api/digests.json, api/digests/YYYY-MM-DD.json, api/events/<id>.json
+
+The export is written into a fresh folder beside ``--out`` and renamed onto it
+only once every file is written, so a failure leaves ``--out`` as it was and
+no half-written files around. ``--out`` may be missing, empty, or an earlier
+export (which is replaced); anything else is refused rather than overwritten.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
+import secrets
+import shutil
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from digest import queries
 from digest.db import SessionFactory
+from digest.errors import DigestError
 from digest.layers import LAYER_IDS
 from digest.pages import Chrome, Pages, StaticLinks, index_file
 from digest.render import Renderer
@@ -30,6 +41,11 @@ from digest.web_api import digest_summary_json, event_detail_json
 
 FEED_ENTRIES = 20
 ALL = 10**9
+EXPORT_MARKS = ("index.html", "api/digests.json")  # a folder holding these is an earlier export
+
+
+class ExportError(DigestError):
+    """The site cannot be written where ``--out`` says (one line, naming the folder)."""
 
 
 @dataclass(frozen=True)
@@ -59,10 +75,17 @@ class _Writer:
 
 async def export_site(sessions: SessionFactory, renderer: Renderer, out: Path, *, locale: str,
                       site_url: str, timezone: str, now: dt.datetime, page_size: int = 20) -> SiteReport:
-    """Write the whole archive in ``locale`` under ``out``."""
+    """Write the whole archive in ``locale`` as the folder ``out`` (all of it, or nothing)."""
+    with staged(out) as folder:
+        return await _export(sessions, renderer, folder, out, locale=locale, site_url=site_url,
+                             timezone=timezone, now=now, page_size=page_size)
+
+
+async def _export(sessions: SessionFactory, renderer: Renderer, folder: Path, out: Path, *, locale: str,
+                  site_url: str, timezone: str, now: dt.datetime, page_size: int) -> SiteReport:
     pages = Pages(renderer, site_url=site_url, timezone=timezone)
     absolute = StaticLinks(site_url.rstrip("/") + "/")
-    writer = _Writer(out)
+    writer = _Writer(folder)
     async with sessions() as session:
         listing = (await queries.list_digests(session, locale, per_page=ALL)).items
         _write_indexes(writer, pages, listing, locale, page_size)
@@ -111,3 +134,62 @@ async def _write_events(writer: _Writer, pages: Pages, session: AsyncSession, lo
         writer.text(f"e/{event_id}.html", pages.event(detail, locale, chrome))
         writer.json(f"api/events/{event_id}.json", event_detail_json(detail, locale, absolute))
     return len(ids)
+
+
+def _reason(exc: OSError) -> str:
+    text = exc.strerror or str(exc)
+    return text[:1].lower() + text[1:]
+
+
+def _check_target(out: Path) -> None:
+    """ExportError unless ``out`` is missing, an empty folder, or an earlier export."""
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"--out {out}: exists and is not a folder")
+    try:
+        foreign = out.is_dir() and any(out.iterdir()) and not all((out / m).is_file() for m in EXPORT_MARKS)
+    except OSError as exc:
+        raise ExportError(f"--out {out}: cannot read: {_reason(exc)}") from None
+    if foreign:
+        raise ExportError(f"--out {out}: the folder holds other files (not an earlier export); "
+                          "choose an empty or new folder")
+
+
+@contextlib.contextmanager
+def staged(out: Path) -> Iterator[Path]:
+    """A fresh folder beside ``out`` to write into, put in ``out``'s place only if the body succeeds.
+
+    On any failure the new folder (and any parent made for it) is removed and ``out`` is untouched;
+    an OSError becomes one ExportError line.
+    """
+    _check_target(out)
+    made = [p for p in out.parents if not p.exists()]  # deepest first
+    folder: Path | None = None
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        folder.chmod(out.stat().st_mode & 0o7777 if out.is_dir() else 0o755)  # mkdtemp makes it 0700
+        yield folder
+        _swap(folder, out)
+    except OSError as exc:
+        raise ExportError(f"--out {out}: cannot write: {_reason(exc)}") from None
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+        for parent in made if not out.exists() else ():
+            with contextlib.suppress(OSError):
+                parent.rmdir()
+
+
+def _swap(new: Path, out: Path) -> None:
+    """Rename ``new`` onto ``out``; an earlier ``out`` is moved aside first and deleted after."""
+    if not out.exists():
+        new.rename(out)
+        return
+    old = out.with_name(f".{out.name}.old-{secrets.token_hex(4)}")
+    out.rename(old)
+    try:
+        new.rename(out)
+    except OSError:
+        old.rename(out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)

@@ -13,18 +13,23 @@ Routes (the JSON API is in :mod:`digest.web_api`, documented at ``/api/openapi.j
 Language: ``?lang=zh|en``, else Accept-Language (q-values), else the default.
 Everything shown comes from feeds or an LLM: templates autoescape, only http(s)
 links survive, and the Content-Security-Policy allows no script at all.
-Each request owns its transaction; query helpers never commit.
+Each request owns its transaction; query helpers never commit. Every integer
+query parameter is read by :func:`digest.web_api.int_param` (ASCII digits in a
+range, else a 400). The client is the connection's peer; X-Forwarded-For counts
+only from a trusted proxy (:func:`proxy_headers`). Link tokens never reach a log
+line (:class:`RedactSecrets`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import urlencode
+from urllib.parse import unquote_plus, urlencode
 
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.applications import Starlette
@@ -37,13 +42,14 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from digest import queries
+from digest.clock import system_now
 from digest.config import LOCALES
 from digest.db import SessionFactory
 from digest.errors import BuildError
 from digest.layers import BY_ID
 from digest.pages import Chrome, Pages, WebLinks, lang_switch
 from digest.render import Renderer
-from digest.web_api import JsonApi
+from digest.web_api import MAX_PAGE, JsonApi, int_param, parse_date
 
 if TYPE_CHECKING:
     from digest.web_subscribe import SubscriptionSetup
@@ -51,8 +57,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 Clock = Callable[[], dt.datetime]
 FEED_ENTRIES = 20
-MAX_PAGE = 100_000
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _LANG_ITEM = re.compile(r"^\s*([A-Za-z]{1,8}|\*)(?:-[A-Za-z0-9]{1,8})*\s*(?:;\s*q\s*=\s*([0-9.]+))?\s*$")
 
 SECURITY_HEADERS = {
@@ -88,14 +92,48 @@ def negotiate(query_lang: str | None, accept: str | None, default: str) -> tuple
     return default, False
 
 
-def parse_date(text: str) -> dt.date | None:
-    """A ``YYYY-MM-DD`` date, or None."""
-    if not _DATE.fullmatch(text):
-        return None
-    try:
-        return dt.date.fromisoformat(text)
-    except ValueError:
-        return None
+REDACTED = "REDACTED"
+# Query parameters whose values are keys: the link tokens (which never expire), form tokens, and
+# anything else that looks like a credential. Matched on the decoded name, anywhere in it.
+_SECRET_NAME = re.compile(r"token|secret|passw|sig|key|auth|code|session", re.IGNORECASE)
+_QUERY = re.compile(r"\?(\S*)")  # a query string in free text, up to a space (a value may hold quotes)
+
+
+def redact_query(query: str) -> str:
+    """``query`` with every secret-looking parameter's value replaced (names, order and the rest kept)."""
+    parts = re.split(r"([&;?])", query)
+    for n in range(0, len(parts), 2):
+        name, eq, _ = parts[n].partition("=")
+        if eq and _SECRET_NAME.search(unquote_plus(name)):
+            parts[n] = f"{name}={REDACTED}"
+    return "".join(parts)
+
+
+def redact_urls(text: str) -> str:
+    """``text`` (a URL, a request line, a log message) with the secrets of every query string redacted."""
+    return _QUERY.sub(lambda m: "?" + redact_query(m.group(1)), text)
+
+
+class RedactSecrets(logging.Filter):
+    """A logging filter: no link token (or other secret query value) reaches a log line.
+
+    Set on uvicorn's handlers (the access log carries every request's path and query) by
+    :func:`digest.cmd_web.make_server`; the message and any traceback are redacted.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Redact in place; never drops a record."""
+        if record.name == "uvicorn.access" and isinstance(record.args, tuple):
+            # its formatter unpacks the arguments (client, method, path, version, status): keep the shape
+            record.args = tuple(redact_urls(a) if isinstance(a, str) else a for a in record.args)
+        else:
+            message = record.getMessage()
+            if (clean := redact_urls(message)) != message:
+                record.msg, record.args = clean, ()
+                record.__dict__.pop("color_message", None)  # uvicorn's coloured copy of the original
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact_urls(logging.Formatter().formatException(record.exc_info))
+        return True
 
 
 class SecurityHeaders:
@@ -165,7 +203,7 @@ class WebPages:
         """``/``: one page of the archive, optionally filtered by layer."""
         reader = self.reader(request)
         layer = request.query_params.get("layer") or None
-        page = _page_number(request.query_params.get("page"))
+        page = int_param(request, "page", 1, 1, MAX_PAGE)
         if layer is not None and layer not in BY_ID:
             raise HTTPException(400, f"unknown layer: {layer}")
         async with self.sessions() as session:
@@ -244,22 +282,31 @@ class WebPages:
         return self.html(self.pages.error(status, reader.locale, reader.chrome, message), reader, status)
 
 
-def _page_number(text: str | None) -> int:
-    if text is None or text == "":
-        return 1
-    if not text.isdigit() or not 1 <= int(text) <= MAX_PAGE:
-        raise HTTPException(400, f"page must be a whole number from 1 to {MAX_PAGE}")
-    return int(text)
+def proxy_headers(trusted_proxies: Sequence[str]) -> list[Middleware]:
+    """X-Forwarded-For/-Proto handling (uvicorn's), believed only from a peer in ``trusted_proxies``.
+
+    The client is then the right-most address of X-Forwarded-For that is not itself a trusted
+    proxy (each proxy appends the peer it saw, so anything left of that is the client's own say).
+    With no trusted proxy the headers are ignored: the client is the peer of the connection.
+    """
+    if not trusted_proxies:
+        return []
+    from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+
+    networks = [str(ipaddress.ip_network(p, strict=False)) for p in trusted_proxies]
+    return [Middleware(ProxyHeadersMiddleware, trusted_hosts=networks)]
 
 
 def create_app(sessions: SessionFactory, renderer: Renderer, *, site_url: str, default_locale: str,
                timezone: str, page_size: int = 20, clock: Clock | None = None,
-               subscriptions: SubscriptionSetup | None = None) -> Starlette:
+               subscriptions: SubscriptionSetup | None = None,
+               trusted_proxies: Sequence[str] = ()) -> Starlette:
     """The web archive app; every dependency is passed in (no settings are read here).
 
     With ``subscriptions`` (key, mail sender, limits) the email subscription pages are mounted too.
+    ``trusted_proxies`` (IPs or networks) are the only peers whose X-Forwarded-For is believed.
     """
-    now = clock or (lambda: dt.datetime.now(dt.UTC))
+    now = clock or system_now
     pages = Pages(renderer, site_url=site_url, timezone=timezone)
     extra: list[Route] = []
     link_type = WebLinks
@@ -279,5 +326,5 @@ def create_app(sessions: SessionFactory, renderer: Renderer, *, site_url: str, d
         Route("/style.css", web.css), Route("/favicon.ico", web.favicon), Route("/healthz", web.healthz),
         *api.routes(), *extra,
     ]
-    return Starlette(routes=routes, middleware=[Middleware(SecurityHeaders)],
+    return Starlette(routes=routes, middleware=[*proxy_headers(trusted_proxies), Middleware(SecurityHeaders)],
                      exception_handlers={HTTPException: web.error})

@@ -26,7 +26,9 @@ from digest.pages import Links, WebLinks
 from digest.render import Renderer, safe_url
 
 MAX_DAYS = 365
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+MAX_PAGE = 100_000
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_DIGITS = re.compile(r"[0-9]+")  # ASCII: str.isdigit() also passes "²" and "٣", which int() refuses
 
 
 def digest_summary_json(d: queries.DigestSummary, locale: str, links: Links) -> dict[str, Any]:
@@ -64,15 +66,30 @@ def event_detail_json(e: queries.EventDetail, locale: str, links: Links) -> dict
     }
 
 
+def parse_date(text: str) -> dt.date | None:
+    """A ``YYYY-MM-DD`` date (ASCII digits), or None."""
+    if not _DATE.fullmatch(text):
+        return None
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        return None
+
+
 def _bad(message: str) -> HTTPException:
     return HTTPException(400, message)
 
 
-def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
+def int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
+    """The integer query parameter ``name`` (``default`` when absent), else a 400 saying what fits.
+
+    Every integer parameter of every route goes through here: ASCII digits only, and no more
+    of them than ``high`` has, so nothing a client sends reaches ``int()`` unchecked.
+    """
     text = request.query_params.get(name)
     if text is None or text == "":
         return default
-    if not text.isdigit() or not low <= int(text) <= high:
+    if not (_DIGITS.fullmatch(text) and len(text) <= len(str(high)) and low <= int(text) <= high):
         raise _bad(f"{name} must be a whole number from {low} to {high}")
     return int(text)
 
@@ -128,7 +145,7 @@ class JsonApi:
     async def digests(self, request: Request) -> Response:
         """``/api/digests?page=&layer=&lang=``: built digests, newest first."""
         locale, layer = self.locale(request), _layer_param(request)
-        page = _int_param(request, "page", 1, 1, 100_000)
+        page = int_param(request, "page", 1, 1, MAX_PAGE)
         async with self.sessions() as session:
             found = await queries.list_digests(session, locale, page=page, per_page=self.page_size,
                                                layer=layer)
@@ -139,13 +156,9 @@ class JsonApi:
 
     async def digest(self, request: Request) -> Response:
         """``/api/digests/<date>``: the digest object of ``digest preview --format json``."""
-        text = request.path_params["date"]
-        if not _DATE.fullmatch(text):
+        date = parse_date(request.path_params["date"])
+        if date is None:
             raise _bad("date must be YYYY-MM-DD")
-        try:
-            date = dt.date.fromisoformat(text)
-        except ValueError:
-            raise _bad("date must be YYYY-MM-DD") from None
         locale = self.locale(request)
         async with self.sessions() as session:
             try:
@@ -157,7 +170,7 @@ class JsonApi:
     async def events(self, request: Request) -> Response:
         """``/api/events?layer=&days=&min_score=&lang=``: events shown in recent digests."""
         locale, layer = self.locale(request), _layer_param(request)
-        days = _int_param(request, "days", 7, 1, MAX_DAYS)
+        days = int_param(request, "days", 7, 1, MAX_DAYS)
         min_score = _score_param(request)
         since = self.clock() - dt.timedelta(days=days)
         async with self.sessions() as session:

@@ -18,8 +18,11 @@ The link's token is the only key to a subscriber; a bad or expired one gets a
 active address is mailed a notice (preferences and unsubscribe links) where a
 new or pending one is mailed a confirm link, and the page is the same. A POST
 over a throttle limit (:mod:`digest.throttle`) gets that same page but
-writes and sends nothing. Mail goes out after the response (a background
-task), so neither the page nor its timing tells whether one went. Forms
+writes and sends nothing. The write and the mail both happen after the
+response (one background task, the same code path for every address up to
+the response), so neither the page nor its timing tells whether the address
+was known or whether a mail went; uvicorn lets a running background task
+finish before it shuts down. Forms
 carry a signed form token and are refused from another Origin
 (:mod:`digest.web_forms`).
 """
@@ -61,6 +64,7 @@ from digest.web_forms import (
     MAX_FORM_BYTES,
     Fields,
     FormState,
+    Prefs,
     form_token,
     form_token_ok,
     origin_of,
@@ -230,16 +234,28 @@ class SubscriptionPages:
         address, prefs = read_address(fields, state), read_prefs(fields, state)
         if state.errors or address is None or prefs is None:
             return self.subscribe_form(visit, state, 400)
-        message = None
-        if client_ok and self.setup.throttle.address(address):
-            message = await self.enrol(address, prefs.layers, prefs.min_score, prefs.locale)
-        background = BackgroundTask(self.deliver, message) if message else None
-        return self.notice(visit, "check", address=address, background=background)
+        after = BackgroundTask(self.enrol_and_mail, address, prefs, within_limit=client_ok)
+        return self.notice(visit, "check", address=address, background=after)
 
     def subscribe_form(self, visit: _Visit, state: FormState, status: int = 200) -> Response:
         """The subscribe form, with ``state``'s values and errors and a fresh form token."""
         token = form_token(self.setup.secret, SUBSCRIBE_FORM, self.clock())
         return self.page(visit, "subscribe.html.j2", status, form=state, form_token=token)
+
+    async def enrol_and_mail(self, address: str, prefs: Prefs, *, within_limit: bool) -> None:
+        """After the response, for every valid POST alike: subscribe (pending) and mail, within the limits.
+
+        Nothing that depends on the address's state runs before the response, so neither the
+        page nor its timing says whether the address was known.
+        """
+        if not (within_limit and self.setup.throttle.address(address)):
+            return
+        try:
+            message = await self.enrol(address, prefs.layers, prefs.min_score, prefs.locale)
+        except Exception:  # the page is already sent: say it in the log, never to the reader
+            log.exception("subscribe: could not record a subscription")
+            return
+        await self.deliver(message)
 
     async def enrol(self, address: str, layers: list[str], min_score: float, locale: str) -> Message:
         """Subscribe (pending) and compose the mail: a confirm link, or a notice for an active address."""

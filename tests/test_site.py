@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import feedparser
@@ -16,7 +19,7 @@ from digest.db import SessionFactory
 from digest.errors import UsageError
 from digest.layers import LAYER_IDS
 from digest.queries import load_view
-from digest.site import export_site
+from digest.site import ExportError, export_site
 from tests.archive import DATES, NOW, SITE_URL, TZ, build_archive, renderer
 
 _LINK = re.compile(r'(?:href|src)="([^"]*)"')
@@ -73,18 +76,19 @@ async def test_site_command_writes_a_browsable_archive(
 
 async def test_export_paginates_and_filters_by_layer(sqlite_sessions: SessionFactory, tmp_path: Path) -> None:
     archive = await build_archive(sqlite_sessions)
-    report = await export_site(sqlite_sessions, renderer(), tmp_path, locale="zh", site_url=SITE_URL,
+    out = tmp_path / "site"
+    report = await export_site(sqlite_sessions, renderer(), out, locale="zh", site_url=SITE_URL,
                                timezone=TZ, now=NOW, page_size=2)
     assert report.digests == 3 and report.events == sum(len(v) for v in archive.event_ids.values())
-    first, second = (tmp_path / "index.html").read_text(), (tmp_path / "page-2.html").read_text()
+    first, second = (out / "index.html").read_text(), (out / "page-2.html").read_text()
     assert 'href="page-2.html"' in first and 'href="index.html"' in second
     assert f'href="d/{DATES[2]}.html"' in second and f'href="d/{DATES[2]}.html"' not in first
-    distributed = (tmp_path / "layer-distributed.html").read_text()
+    distributed = (out / "layer-distributed.html").read_text()
     for date in DATES:
         assert (f'href="d/{date}.html"' in distributed) == ("distributed" in archive.layers[date])
-    assert "返回博客主页" in (tmp_path / f"d/{DATES[0]}.html").read_text()
-    assert_links_resolve(tmp_path)
-    hostile = (tmp_path / f"e/{archive.hostile_event}.html").read_text()
+    assert "返回博客主页" in (out / f"d/{DATES[0]}.html").read_text()
+    assert_links_resolve(out)
+    hostile = (out / f"e/{archive.hostile_event}.html").read_text()
     assert "<script" not in hostile and "&lt;script&gt;" in hostile
 
 
@@ -102,3 +106,67 @@ async def test_serve_refuses_a_bad_port(tmp_path: Path) -> None:
     settings = load_settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'x.db'}", var_dir=tmp_path)
     with pytest.raises(UsageError, match="--port"):
         await serve_cmd(settings, argparse.Namespace(web=True, host="127.0.0.1", port=70000))
+
+
+def site_cli(tmp: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m digest site --out OUT`` with a private (empty) database."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DIGEST_")}
+    env |= {"DIGEST_DATABASE_URL": f"sqlite+aiosqlite:///{tmp / 'site.db'}",
+            "DIGEST_VAR_DIR": str(tmp / "var")}
+    return subprocess.run([sys.executable, "-m", "digest", "site", "--out", str(out)], cwd=tmp, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def listing(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_site_onto_a_file_is_one_line_and_changes_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "public"
+    target.write_text("keep me")
+    done = site_cli(tmp_path, target)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines() == [f"digest: error: --out {target}: exists and is not a folder"]
+    assert target.read_text() == "keep me" and done.stdout == ""
+    assert [n for n in listing(tmp_path) if n.startswith(".")] == []
+
+
+def test_site_into_an_unwritable_place_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    if os.geteuid() == 0:  # root writes through file modes; sysfs refuses even root
+        parent = Path("/sys")
+    else:
+        parent = tmp_path / "read-only"
+        parent.mkdir()
+        parent.chmod(0o555)
+    before = listing(parent)
+    for target in (parent / "site", parent / "deeper" / "site"):
+        done = site_cli(tmp_path, target)
+        assert done.returncode == 1, done.stderr
+        [line] = done.stderr.splitlines()
+        assert line.startswith(f"digest: error: --out {target}: cannot write: "), line
+        assert listing(parent) == before and not target.exists()
+
+
+async def test_export_replaces_an_earlier_export_whole_and_refuses_other_folders(
+    sqlite_sessions: SessionFactory, tmp_path: Path
+) -> None:
+    await build_archive(sqlite_sessions)
+    out = tmp_path / "public" / "site"
+
+    async def export(where: Path) -> None:
+        await export_site(sqlite_sessions, renderer(), where, locale="zh", site_url=SITE_URL, timezone=TZ,
+                          now=NOW)
+
+    await export(out)
+    assert (out.stat().st_mode & 0o777) == 0o755 and (out / "index.html").is_file()
+    (out / "stale.html").write_text("from an older export")
+    await export(out)
+    assert not (out / "stale.html").exists() and (out / "index.html").is_file()
+    assert listing(out.parent) == ["site"]  # no temporary or old folder left beside it
+    foreign = tmp_path / "home"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(ExportError, match="not an earlier export"):
+        await export(foreign)
+    assert listing(foreign) == ["notes.txt"]
+    assert [n for n in listing(tmp_path) if not n.startswith("digest.db")] == ["home", "public"]

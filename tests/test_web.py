@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import quote, quote_from_bytes
 
 import feedparser
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import select
 
 from digest.db import SessionFactory, make_engine, make_session_factory
@@ -249,3 +252,53 @@ async def test_healthz(sessions: SessionFactory) -> None:
         await engine.dispose()
     assert down.status_code == 503 and down.json()["status"] == "error"
 
+
+
+# Every integer query parameter of every route, with the range it accepts.
+INT_PARAMS = (("/", "page", 100_000), ("/api/digests", "page", 100_000), ("/api/events", "days", 365))
+
+
+def assert_refused(answer: httpx.Response, path: str, name: str, high: int) -> None:
+    """A 400 in the route's own format: JSON under /api/, the HTML error page elsewhere."""
+    assert answer.status_code == 400, (path, name, answer.text[:200])
+    message = f"{name} must be a whole number from 1 to {high}"
+    if path.startswith("/api/"):
+        assert answer.headers["content-type"] == "application/json" and answer.json() == {"error": message}
+    else:
+        assert answer.headers["content-type"].startswith("text/html") and message in answer.text
+        assert "<!doctype html>" in answer.text and answer.headers["content-security-policy"]
+
+
+@pytest.mark.parametrize(("path", "name", "high"), INT_PARAMS)
+async def test_integer_parameters_take_ascii_digits_only(
+    sessions: SessionFactory, archive: Archive, path: str, name: str, high: int
+) -> None:
+    async with client(sessions) as c:
+        for bad in ("²", "1²", "٣", "１", "𝟗", "1_0", "+1", "-1", " 1", "1 ", "1.0", "1e2", "0x1", "0",
+                    "\x00", str(high + 1), "9" * 5000):
+            assert_refused(await c.get(path, params={name: bad}), path, name, high)
+        for raw in ("%C2%B2", "%FF", "%00", "%EF%BC%91"):
+            assert_refused(await c.get(f"{path}?{name}={raw}"), path, name, high)
+        assert (await c.get(path, params={name: "1"})).status_code == 200
+        assert (await c.get(path, params={name: "01"})).status_code == 200
+        assert (await c.get(path, params={name: ""})).status_code == 200  # empty: the default
+
+
+# Any text, any bytes, and digits mixed with other numerals ("²", "٣", "１": what str.isdigit() passes).
+NUMERALS = st.text(st.one_of(st.sampled_from("0123456789"), st.characters(categories=("Nd", "No", "Nl"))),
+                   min_size=1, max_size=12)
+VALUES = st.one_of(st.text(max_size=40), st.binary(max_size=40), NUMERALS)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(route=st.sampled_from(INT_PARAMS), value=VALUES)
+async def test_no_integer_parameter_value_is_a_server_error(
+    sqlite_sessions: SessionFactory, route: tuple[str, str, int], value: str | bytes
+) -> None:
+    path, name, high = route
+    encoded = quote_from_bytes(value, safe="") if isinstance(value, bytes) else quote(value, safe="")
+    async with client(sqlite_sessions) as c:
+        answer = await c.get(f"{path}?{name}={encoded}")
+    assert answer.status_code in (200, 400, 404), (path, name, value, answer.status_code)
+    if answer.status_code == 400:
+        assert_refused(answer, path, name, high)

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from email.message import EmailMessage
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -28,6 +29,8 @@ from digest.web_forms import form_token, form_token_ok, same_origin
 from digest.web_subscribe import SubscriptionSetup
 from tests.archive import SITE_URL, TZ, renderer
 from tests.smtpserver import Received, SMTPTestServer, smtp_server
+
+Snapshot = tuple[str, list[str], dt.datetime] | None
 
 SECRET = "subscribe-test-secret"
 IDENTITY = MailIdentity.from_settings("编译器日报 <digest@example.org>")
@@ -88,14 +91,14 @@ def smtp() -> Iterator[SMTPTestServer]:
 
 @asynccontextmanager
 async def site(sessions: SessionFactory, smtp: SMTPTestServer, client: tuple[str, int] = ("127.0.0.1", 1234),
-               clock: Clock | None = None) -> AsyncIterator[Site]:
+               clock: Clock | None = None, trusted_proxies: tuple[str, ...] = ()) -> AsyncIterator[Site]:
     """The real app with the subscription pages, mailing through SMTP to ``smtp``."""
     clock = clock or Clock()
     config = SmtpConfig(host=smtp.host, port=smtp.port, tls="none", envelope_from="digest@example.org")
     setup = SubscriptionSetup(SECRET, IDENTITY, one_shot(lambda: SmtpChannel(config)),
                               throttle=Throttle.default(clock=lambda: clock().timestamp()), send_backoff=0.01)
     app = create_app(sessions, renderer(), site_url=SITE_URL, default_locale="zh", timezone=TZ, clock=clock,
-                     subscriptions=setup)
+                     subscriptions=setup, trusted_proxies=trusted_proxies)
     transport = httpx.ASGITransport(app, client=client)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
         yield Site(c, smtp, clock, sessions, app)
@@ -283,7 +286,8 @@ def test_form_tokens_and_origins() -> None:
     assert not form_token_ok("other", "subscribe", token, START)
     later = form_token(SECRET, "subscribe", START + dt.timedelta(hours=1))
     assert not form_token_ok(SECRET, "subscribe", later, START)  # from the future
-    for junk in ("", ".", "abc.def", "9" * 20 + ".x", token + "x", token.replace(".", "")):
+    for junk in ("", ".", "abc.def", "9" * 20 + ".x", token + "x", token.replace(".", ""), "².x",
+                 "１" + token, "9" * 12 + "." + token.partition(".")[2]):  # non-ASCII digits; year 33658
         assert not form_token_ok(SECRET, "subscribe", junk, START)
     ours = {"https://digest.example"}
     assert same_origin(None, None, ours) and same_origin("null", None, ours)
@@ -418,3 +422,102 @@ async def test_pages_keep_security_headers_language_and_the_token_in_links(
         index = await s.client.get("/")
         assert 'href="/subscribe"' in index.text and "邮件订阅" in index.text
         assert 'href="/subscribe?lang=en"' in (await s.client.get("/?lang=en")).text
+
+
+async def snapshot(s: Site, address: str) -> Snapshot:
+    """What the database holds for ``address``: (status, layers, updated_at), or None."""
+    row = await s.row(address)
+    return None if row is None else (row.status, list(row.layers), row.updated_at)
+
+
+@dataclass
+class Observed:
+    """A POST answered by the ASGI app itself, and what had happened by the time its response was sent."""
+
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+    mails_at_response: int
+    row_at_response: Snapshot
+
+
+async def post_directly(s: Site, address: str, token: str, layers: tuple[str, ...] = LAYER_IDS) -> Observed:
+    """POST the form straight to the app (no transport between): the last body message is the response."""
+    body = urlencode({"address": address, "layers": list(layers), "min_score": "0", "locale": "zh",
+                      "form_token": token}, doseq=True).encode()
+    scope: dict[str, Any] = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+        "path": "/subscribe", "raw_path": b"/subscribe", "query_string": b"", "root_path": "",
+        "headers": [(b"host", b"test"), (b"content-type", b"application/x-www-form-urlencoded"),
+                    (b"content-length", str(len(body)).encode())],
+        "client": ("127.0.0.1", 1234), "server": ("test", 80),
+    }
+    sent: list[dict[str, Any]] = []
+    seen: list[tuple[int, Snapshot]] = []
+    requests = iter([{"type": "http.request", "body": body, "more_body": False}])
+
+    async def receive() -> dict[str, Any]:
+        return next(requests, {"type": "http.disconnect"})
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            seen.append((len(s.smtp.received), await snapshot(s, address)))  # the reader has the page now
+
+    await s.app(scope, receive, send)
+    start = sent[0]
+    assert start["type"] == "http.response.start" and len(seen) == 1
+    return Observed(start["status"], list(start["headers"]),
+                    b"".join(m.get("body", b"") for m in sent[1:]), *seen[0])
+
+
+async def test_known_and_unknown_addresses_do_the_same_work_before_the_response(
+    sessions: SessionFactory, smtp: SMTPTestServer
+) -> None:
+    async with site(sessions, smtp) as s:
+        token = await s.form_token()
+        await s.subscribe("pend@example.org", token=token)  # known: pending
+        await s.subscribe("live@example.org", token=token)
+        await s.client.post(link_in(s.mails("live@example.org")[0], "/confirm"))  # known: active
+        s.clock.advance(minutes=5)
+        before = {a: await snapshot(s, a) for a in ("pend@example.org", "live@example.org")}
+        mails = len(s.smtp.received)
+        new = await post_directly(s, "anew@example.org", token)
+        assert (new.mails_at_response, new.row_at_response) == (mails, None)  # not written, not mailed yet
+        assert len(s.mails("anew@example.org")) == 1 and await status_of(s, "anew@example.org") == "pending"
+        for address in ("pend@example.org", "live@example.org"):
+            known = await post_directly(s, address, token, layers=("runtime",))
+            mails += 1
+            assert (known.mails_at_response, known.row_at_response) == (mails, before[address]), address
+            assert (known.status, known.headers) == (new.status, new.headers), address
+            assert known.body == new.body.replace(b"anew@example.org", address.encode()), address
+        assert len(s.smtp.received) == mails + 1
+        assert [m["Subject"] for m in s.mails("pend@example.org")] == ["请确认订阅编译器技术日报"] * 2
+        assert [m["Subject"] for m in s.mails("live@example.org")][-1] == "你已订阅编译器技术日报"
+        pending = await snapshot(s, "pend@example.org")
+        assert pending is not None and pending[1] == ["runtime"]  # the write happened, after the page
+
+
+async def test_forwarded_for_is_believed_only_from_a_trusted_proxy(
+    sessions: SessionFactory, smtp: SMTPTestServer
+) -> None:
+    async with site(sessions, smtp) as s:  # no trusted proxy: the peer is the client, whatever it says
+        token = await s.form_token()
+        for n in range(11):
+            await s.subscribe(f"spoof{n}@example.org", token=token, **{"x-forwarded-for": f"198.51.100.{n}"})
+        assert len(s.smtp.received) == 10 and await s.row("spoof10@example.org") is None
+    async with site(sessions, smtp, trusted_proxies=("127.0.0.1", "10.0.0.1/8")) as s:
+        token = await s.form_token()
+        for n in range(11):  # each forwarded client has its own budget (the proxy chain is trusted too)
+            chain = f"203.0.113.{n}, 10.9.9.9"
+            await s.subscribe(f"fwd{n}@example.org", token=token, **{"x-forwarded-for": chain})
+        assert len(s.smtp.received) == 21 and await s.row("fwd10@example.org") is not None
+        for n in range(11):  # the right-most untrusted address counts: a made-up left part changes nothing
+            forged = f"192.0.2.{n}, 203.0.113.200"
+            await s.subscribe(f"left{n}@example.org", token=token, **{"x-forwarded-for": forged})
+        assert len(s.smtp.received) == 31 and await s.row("left10@example.org") is None
+    async with site(sessions, smtp, client=("192.0.2.50", 4321), trusted_proxies=("127.0.0.1",)) as s:
+        token = await s.form_token()  # an untrusted peer's header is ignored even when proxies are trusted
+        for n in range(11):
+            await s.subscribe(f"far{n}@example.org", token=token, **{"x-forwarded-for": f"198.51.100.{n}"})
+        assert len(s.smtp.received) == 41 and await s.row("far10@example.org") is None
