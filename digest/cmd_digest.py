@@ -30,6 +30,8 @@ def add_commands(sub: Any, date_type: Callable[[str], dt.date]) -> None:
     build.add_argument("--date", type=date_type, help="YYYY-MM-DD (default: latest closed window)")
     build.add_argument("--force", action="store_true", help="rebuild even if already built")
     build.add_argument("--json", action="store_true", help="print the build report as JSON")
+    build.add_argument("--no-wait", dest="wait", action="store_false",
+                       help="exit 1 if another build of the date is running (default: wait for it)")
     build.set_defaults(handler=build_cmd)
 
     preview = sub.add_parser("preview", help="print a built digest in one format")
@@ -45,10 +47,6 @@ def add_commands(sub: Any, date_type: Callable[[str], dt.date]) -> None:
     events.add_argument("--json", action="store_true")
     events.set_defaults(handler=events_cmd)
 
-
-def now_utc() -> dt.datetime:
-    """The clock, read once at the edge."""
-    return dt.datetime.now(dt.UTC)
 
 
 def build_options(settings: Settings) -> BuildOptions:
@@ -84,10 +82,14 @@ async def llm_client(settings: Settings, sessions: SessionFactory,
         await client.aclose()
 
 
-async def _build(settings: Settings, date: dt.date, now: dt.datetime, force: bool) -> Any:
+async def _build(settings: Settings, date: dt.date, now: dt.datetime, force: bool,
+                 wait: bool = True) -> Any:
+    """Build under the date's lock: a concurrent build of it is waited for, then found built."""
     from digest.build import build_digest
+    from digest.locks import build_lock, cli_lock
 
-    async with open_database(settings.database_url) as sessions, \
+    async with cli_lock(settings, build_lock(date), wait=wait), \
+            open_database(settings.database_url) as sessions, \
             llm_client(settings, sessions, now) as llm:
         return await build_digest(sessions, date, build_options(settings), now=now,
                                   force=force, llm=llm)
@@ -110,12 +112,12 @@ def _print_report(report: Any, as_json: bool) -> None:
 
 async def build_cmd(settings: Settings, args: argparse.Namespace) -> int:
     """``digest build --date D [--force]``."""
-    now = now_utc()
+    now = settings.clock()
     date = args.date or latest_closed(now, settings.timezone)
     if window_for(date, settings.timezone).end > now and not args.force:
         print(f"digest: note: the window of {date} is still open; building what is there",
               file=sys.stderr)
-    _print_report(await _build(settings, date, now, args.force), args.json)
+    _print_report(await _build(settings, date, now, args.force, args.wait), args.json)
     return 0
 
 

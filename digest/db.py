@@ -12,7 +12,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, event
+from sqlalchemy import Connection, event, func, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import (
@@ -68,7 +68,19 @@ def alembic_config(url: str | None = None) -> Config:
     return cfg
 
 
+MIGRATION_LOCK_KEY = 0x6469676573740001  # PostgreSQL advisory key: "digest" + 1
+
+
+def _one_migration_at_a_time(connection: Connection) -> None:
+    """Concurrent first runs would both create the tables: the second waits, then finds them."""
+    if connection.dialect.name == "sqlite":
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+    elif connection.dialect.name == "postgresql":
+        connection.execute(select(func.pg_advisory_xact_lock(MIGRATION_LOCK_KEY)))
+
+
 def _run_upgrade(connection: Connection, revision: str) -> None:
+    _one_migration_at_a_time(connection)
     cfg = alembic_config()
     cfg.attributes["connection"] = connection
     command.upgrade(cfg, revision)
