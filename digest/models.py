@@ -285,6 +285,12 @@ class Delivery(Base):
     planned_at: Mapped[dt.datetime]
     claimed_at: Mapped[dt.datetime | None]
     sent_at: Mapped[dt.datetime | None]
+    # The claim's lease: a sending row is its claimer's until then (renewed while it lives).
+    lease_until: Mapped[dt.datetime | None]
+    # It may have gone out before a crash: whoever sends it at last counts it as resent.
+    resumed: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Why a failed row failed: bug (ours or our configuration), permanent (refused), exhausted.
+    failure: Mapped[str | None] = mapped_column(String(16))
 
 
 class LLMCache(Base):
@@ -301,3 +307,17 @@ class LLMCache(Base):
     prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
     completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[dt.datetime] = mapped_column(index=True)
+
+
+class RunLock(Base):
+    """A named lock of one running command, on SQLite (PostgreSQL uses advisory locks instead).
+
+    The holder renews ``expires_at`` while it lives; a row past its expiry is free to take.
+    """
+
+    __tablename__ = "run_lock"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(200))
+    acquired_at: Mapped[dt.datetime]
+    expires_at: Mapped[dt.datetime]

@@ -3,7 +3,8 @@
 A row is one digest for one subscriber (unique per pair) and moves through
 
     planned ──claim──► sending ──► sent
-       ▲                  │   ├──► failed   (permanent refusal, our bug, or MAX_ATTEMPTS in all)
+       ▲                  │   ├──► failed   (``failure``: permanent refusal, our bug, or
+       │                  │   │              MAX_ATTEMPTS exhausted; bug rows can be requeued)
        └── transient ─────┘   └──► skipped  (the subscriber left before its turn)
 
 Planning happens once, at the first publish of a digest: the conditional
@@ -12,12 +13,15 @@ locks the row, SQLite has one writer), and only that planner inserts the rows
 (``ON CONFLICT DO NOTHING`` all the same). A subscriber whose filter leaves no
 event gets no row: nothing is sent, and nothing is left to finish.
 
-``claimed_at`` is a lease: a ``sending`` row whose lease expired belongs to a
-process that died, and is claimed again, flagged ``resumed`` (what went out
-before the crash may go twice). PostgreSQL claims with ``FOR UPDATE SKIP
-LOCKED`` so any number of workers share the rows; SQLite re-checks the state in
-the ``UPDATE`` (one writer at a time). Helpers never commit: the caller owns
-the transaction.
+A claim is a lease: ``lease_until`` is set when a row is claimed and renewed
+by its sender's heartbeat while it lives. A ``sending`` row whose lease
+expired belongs to a process that died, and is claimed again, flagged
+``resumed`` (what went out before the crash may go twice; the flag stays on
+the row until it is sent). A row under another run's unexpired lease is
+*held*: reports count it, with the time it falls due. PostgreSQL claims with
+``FOR UPDATE SKIP LOCKED`` so any number of workers share the rows; SQLite
+re-checks the state in the ``UPDATE`` (one writer at a time). Helpers never
+commit: the caller owns the transaction.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from digest.models import Delivery, Digest, DigestEvent, Subscriber, utcnow
 
 log = logging.getLogger(__name__)
 PLANNED, SENDING, SENT, FAILED, SKIPPED = "planned", "sending", "sent", "failed", "skipped"
+BUG, PERMANENT, EXHAUSTED = "bug", "permanent", "exhausted"  # why a row failed (``failure``)
 _TABLE = cast(Table, Delivery.__table__)  # Core statements: the hot path skips the ORM
 MAX_ATTEMPTS = 10  # send attempts in all runs before a row is given up as failed
 PLAN_CHUNK = 5000
@@ -113,6 +118,9 @@ class Record:
     claimed_at: dt.datetime | None
     sent_at: dt.datetime | None = None
     message_id: str | None = None
+    lease_until: dt.datetime | None = None
+    resumed: bool = False
+    failure: str | None = None
     mark: tuple[int, str] | None = None
     new_address: tuple[int, str] | None = None
 
@@ -191,9 +199,19 @@ def _insert_ignoring_conflicts(session: AsyncSession) -> Any:
     return sqlite_insert(_TABLE).on_conflict_do_nothing(index_elements=["digest_id", "subscriber_id"])
 
 
-def _stale(now: dt.datetime, lease: dt.timedelta) -> Any:
+def _stale(now: dt.datetime) -> Any:
     """Sending rows whose lease expired: their process died."""
-    return and_(Delivery.status == SENDING, Delivery.claimed_at < now - lease)
+    return and_(Delivery.status == SENDING, or_(Delivery.lease_until.is_(None), Delivery.lease_until <= now))
+
+
+def _held(now: dt.datetime) -> Any:
+    """Sending rows under an unexpired lease: some run (live, or dead but not yet expired) holds them."""
+    return and_(Delivery.status == SENDING, Delivery.lease_until > now)
+
+
+def _bug_failed() -> Any:
+    """Rows failed by our bug or configuration: the ones ``requeue_failed`` puts back."""
+    return and_(Delivery.status == FAILED, Delivery.failure == BUG)
 
 
 def _fresh(planned_before: dt.datetime) -> Any:
@@ -202,14 +220,14 @@ def _fresh(planned_before: dt.datetime) -> Any:
                 or_(Delivery.claimed_at.is_(None), Delivery.claimed_at < planned_before))
 
 
-def _claimable(now: dt.datetime, lease: dt.timedelta, planned_before: dt.datetime) -> Any:
-    return or_(_fresh(planned_before), _stale(now, lease))
+def _claimable(now: dt.datetime, planned_before: dt.datetime) -> Any:
+    return or_(_fresh(planned_before), _stale(now))
 
 
 _CLAIM_COLUMNS = (
     Delivery.id, Delivery.digest_id, Delivery.subscriber_id, Subscriber.channel, Subscriber.address,
     Subscriber.locale, Subscriber.layers, Subscriber.min_score, Subscriber.status,
-    Delivery.parts_sent, Delivery.attempts, Delivery.message_id, Delivery.status,
+    Delivery.parts_sent, Delivery.attempts, Delivery.message_id, Delivery.status, Delivery.resumed,
 )
 
 
@@ -218,7 +236,7 @@ async def claim(
     now: dt.datetime, lease: dt.timedelta, planned_before: dt.datetime, exclude: Collection[int] = (),
     stale: bool = True,
 ) -> list[Claimed]:
-    """Take up to ``limit`` claimable rows of ``channels`` (status sending, claimed_at now).
+    """Take up to ``limit`` claimable rows of ``channels`` (status sending, leased until now + lease).
 
     A deferred row (planned, with the time of its last try in claimed_at) is
     claimable once that time is before ``planned_before``: the caller passes
@@ -232,7 +250,7 @@ async def claim(
     """
     rows: list[Any] = []
     if stale:  # rows we hold are sending too: only their lease can expire, so exclude them here
-        query = _claim_query(_stale(now, lease), channels, digest_id, limit)
+        query = _claim_query(_stale(now), channels, digest_id, limit)
         rows += (await session.execute(query.where(Delivery.id.not_in(list(exclude))))).all()
     if len(rows) < limit:
         query = _claim_query(_fresh(planned_before), channels, digest_id, limit - len(rows))
@@ -241,8 +259,8 @@ async def claim(
         return []
     table = _TABLE
     taken = set((await session.execute(
-        update(table).where(table.c.id.in_([r[0] for r in rows]), _claimable(now, lease, planned_before))
-        .values(status=SENDING, claimed_at=now).returning(table.c.id)
+        update(table).where(table.c.id.in_([r[0] for r in rows]), _claimable(now, planned_before))
+        .values(status=SENDING, claimed_at=now, lease_until=now + lease).returning(table.c.id)
     )).scalars().all())
     return [_claimed(r) for r in rows if r[0] in taken]
 
@@ -259,20 +277,27 @@ def _claim_query(condition: Any, channels: Collection[str], digest_id: int | Non
 
 def _claimed(row: Any) -> Claimed:
     (did, digest_id, sid, channel, address, locale, layers, min_score, sub_status,
-     parts_sent, attempts, message_id, status) = row
+     parts_sent, attempts, message_id, status, resumed) = row
     return Claimed(did, digest_id, sid, channel, address, locale, tuple(layers or ()), float(min_score),
-                   sub_status, parts_sent, attempts, message_id, resumed=status == SENDING)
+                   sub_status, parts_sent, attempts, message_id, resumed=status == SENDING or bool(resumed))
 
 
-async def pending_rows(session: AsyncSession, *, digest_id: int | None = None,
-                       channels: Collection[str] | None = None, now: dt.datetime | None = None,
-                       lease: dt.timedelta | None = None) -> list[Claimed]:
-    """Rows still to send (planned, or sending with an expired lease), without claiming them."""
+async def renew(session: AsyncSession, ids: Collection[int], until: dt.datetime) -> int:
+    """Extend the lease of the sending rows ``ids`` (a live sender's heartbeat); how many were renewed."""
+    if not ids:
+        return 0
+    result: Any = await session.execute(
+        update(_TABLE).where(_TABLE.c.id.in_(sorted(ids)), _TABLE.c.status == SENDING)
+        .values(lease_until=until))
+    return int(result.rowcount)
+
+
+async def pending_rows(session: AsyncSession, *, now: dt.datetime, digest_id: int | None = None,
+                       channels: Collection[str] | None = None, retry_failed: bool = False) -> list[Claimed]:
+    """Rows a publish at ``now`` would send (and the bug-failed ones with ``retry_failed``), unclaimed."""
+    condition = _claimable(now, now)
     query = select(*_CLAIM_COLUMNS).join(Subscriber, Subscriber.id == Delivery.subscriber_id)
-    if now is not None and lease is not None:
-        query = query.where(_claimable(now, lease, now))
-    else:
-        query = query.where(Delivery.status.in_([PLANNED, SENDING]))
+    query = query.where(or_(condition, _bug_failed()) if retry_failed else condition)
     if digest_id is not None:
         query = query.where(Delivery.digest_id == digest_id)
     if channels is not None:
@@ -290,6 +315,50 @@ async def pending_counts(session: AsyncSession, digest_id: int | None = None) ->
     return {channel: int(n) for channel, n in (await session.execute(query)).all()}
 
 
+@dataclass(frozen=True)
+class Held:
+    """Rows of one channel under another run's unexpired lease, and when the last of them falls due."""
+
+    rows: int
+    until: dt.datetime
+
+
+async def held_rows(session: AsyncSession, now: dt.datetime, digest_id: int | None = None) -> dict[str, Held]:
+    """Per channel: the sending rows whose lease runs past ``now`` (not claimable yet)."""
+    query = (select(Subscriber.channel, func.count(), func.max(Delivery.lease_until)).select_from(Delivery)
+             .join(Subscriber, Subscriber.id == Delivery.subscriber_id)
+             .where(_held(now)).group_by(Subscriber.channel))
+    if digest_id is not None:
+        query = query.where(Delivery.digest_id == digest_id)
+    found = (await session.execute(query)).all()
+    return {channel: Held(int(n), until) for channel, n, until in found if until is not None}
+
+
+async def failed_by_bug(session: AsyncSession, digest_id: int | None = None) -> dict[str, int]:
+    """Per channel: the rows failed by our bug or configuration (what ``requeue_failed`` puts back)."""
+    query = (select(Subscriber.channel, func.count()).select_from(Delivery)
+             .join(Subscriber, Subscriber.id == Delivery.subscriber_id)
+             .where(_bug_failed()).group_by(Subscriber.channel))
+    if digest_id is not None:
+        query = query.where(Delivery.digest_id == digest_id)
+    return {channel: int(n) for channel, n in (await session.execute(query)).all()}
+
+
+async def requeue_failed(session: AsyncSession, digest_id: int | None = None) -> dict[str, int]:
+    """Put the rows failed by our bug or configuration back to planned, attempts afresh; counts per channel.
+
+    Rows refused for good by their recipient (or out of attempts) stay failed.
+    """
+    counts = await failed_by_bug(session, digest_id)
+    statement = update(_TABLE).where(_TABLE.c.status == FAILED, _TABLE.c.failure == BUG)
+    if digest_id is not None:
+        statement = statement.where(_TABLE.c.digest_id == digest_id)
+    if counts:
+        await session.execute(statement.values(status=PLANNED, failure=None, attempts=0, claimed_at=None,
+                                               lease_until=None))
+    return counts
+
+
 async def digests_with_work(session: AsyncSession, channels: Collection[str]) -> list[tuple[int, dt.date]]:
     """Published digests that still have rows to send on ``channels``, oldest first."""
     rows = await session.execute(
@@ -303,7 +372,7 @@ async def digests_with_work(session: AsyncSession, channels: Collection[str]) ->
 
 
 _RECORD_FIELDS = ("status", "attempts", "parts_sent", "parts_total", "last_error", "claimed_at",
-                  "sent_at", "message_id")
+                  "sent_at", "message_id", "lease_until", "resumed", "failure")
 
 
 async def apply(session: AsyncSession, records: Sequence[Record]) -> None:

@@ -3,16 +3,19 @@
     publish(date)
       ├─ [--to] one unfiltered copy to the operator, by email; a failure stops here
       ├─ plan (first publish only): one row per active subscriber with >= 1 event; published_at
-      └─ drain: per channel with rows to send ─ sending.Dispatch (claim, compose, send, record)
+      ├─ [--retry-failed] the rows failed by our bug or configuration back to planned
+      ├─ drain: per channel with rows to send ─ sending.Dispatch (claim, compose, send, record)
+      └─ count the rows held by another run's lease (``held``, ``held_until``)
     work()   the same drain over every published digest, in a loop (``digest worker``)
 
 Rendering happens once per group of readers who get the same events in the
 same locale on the same channel (:class:`Composer`); only the personal links
-differ per email reader. A channel that is not configured leaves its rows
-planned and the report says so. ``--dry-run`` writes nothing at all (no row,
-no published_at): it plans in memory and renders every message a real
-publish would send now, so a real publish afterwards does exactly what it
-would have done.
+differ per email reader; a group whose rendering fails logs its traceback
+once and fails its deliveries as our bug. A channel that is not configured
+leaves its rows planned and the report says so. ``--dry-run`` writes nothing
+at all (no row, no published_at): it plans in memory and renders every
+message a real publish would send now, so a real publish afterwards does
+exactly what it would have done.
 """
 
 from __future__ import annotations
@@ -35,13 +38,27 @@ from digest.outbox import (
     KeptCache,
     digest_events,
     digests_with_work,
+    failed_by_bug,
+    held_rows,
     pending_counts,
     pending_rows,
     plan_deliveries,
+    requeue_failed,
 )
 from digest.queries import get_digest, load_view
 from digest.render import Renderer
-from digest.sending import Clock, DeliveryError, Dispatch, Progress, SendOptions, Tally, Writer
+from digest.sending import (
+    Clock,
+    ComposeError,
+    DeliveryError,
+    Dispatch,
+    Progress,
+    SendOptions,
+    Sleep,
+    Tally,
+    Writer,
+    traceback_for,
+)
 from digest.views import DigestView, filter_view
 
 log = logging.getLogger(__name__)
@@ -53,12 +70,13 @@ class PublishOptions:
 
     dry_run: bool = False
     to: str | None = None
+    retry_failed: bool = False  # first put the rows failed by our bug or configuration back to planned
     send: SendOptions = field(default_factory=SendOptions)
 
 
 @dataclass
 class PublishReport:
-    """Per channel: planned, empty, sent, skipped, retried, deferred, failed, resent."""
+    """Per channel: planned, empty, sent, skipped, retried, deferred, held, failed, resent."""
 
     date: dt.date | None
     dry_run: bool = False
@@ -72,7 +90,8 @@ class PublishReport:
         """Every channel added up."""
         total = Tally()
         for tally in self.channels.values():
-            total.add(Tally(**{**tally.as_json(), "notes": []}))
+            total.add(tally)
+        total.notes = []
         return total
 
     def as_json(self) -> dict[str, Any]:
@@ -112,7 +131,7 @@ class _DigestState:
 
 
 class _Broken:
-    """A group whose rendering failed: each of its deliveries fails as our bug."""
+    """A group whose rendering failed (its traceback logged once): each of its deliveries fails as our bug."""
 
     def __init__(self, error: Exception) -> None:
         self.error = error
@@ -174,13 +193,15 @@ class Composer:
                 return tuple(self.renderer.discord(view))
             raise ValueError(f"no renderer for channel {item.channel!r}")
         except Exception as exc:  # a rendering bug fails the group's deliveries, never the run
+            log.error("rendering the %s %s digest for %d event(s) failed; its deliveries fail",
+                      item.locale, item.channel, len(view.events), exc_info=True)
             return _Broken(exc)
 
     def compose(self, item: Claimed) -> Message:
         """The message for one reader (call ``prepare`` first)."""
         group = self._groups[self._key(item)]
         if isinstance(group, _Broken):
-            raise group.error
+            raise ComposeError(f"rendering failed: {group.error!r}", logged=True) from group.error
         if isinstance(group, EmailTemplate):
             mid = item.message_id or self.message_id(item.digest_id, item.subscriber_id)
             links = personal_links(self.site_url, self.secret, item.subscriber_id, item.address)
@@ -213,6 +234,7 @@ class Runner:
     options: PublishOptions = field(default_factory=PublishOptions)
     progress: Progress | None = None
     stop: asyncio.Event = field(default_factory=asyncio.Event)
+    sleep: Sleep = asyncio.sleep
 
     def __post_init__(self) -> None:
         self.writer = Writer(self.sessions)
@@ -231,9 +253,33 @@ class Runner:
         async with self.sessions.begin() as session:
             plan = await plan_deliveries(session, digest, self.clock(),
                                          message_id=self.message_ids(digest.date))
+            requeued = await requeue_failed(session, digest.id) if self.options.retry_failed else {}
         self._count_plan(report, plan.planned, plan.empty)
-        await self.drain(report, digest.id)
+        self._count_requeued(report, requeued)
+        await self._drain_and_count_held(report, digest.id)
         return report
+
+    async def _drain_and_count_held(self, report: PublishReport, digest_id: int) -> None:
+        """Drain, then count what another run still holds (also when the run stopped on a FATAL)."""
+        try:
+            await self.drain(report, digest_id)
+        except DeliveryError:
+            await self._count_held(report, digest_id)
+            raise
+        await self._count_held(report, digest_id)
+
+    async def _count_held(self, report: PublishReport, digest_id: int | None) -> None:
+        """Rows under another run's unexpired lease (ours are all released by now)."""
+        async with self.sessions() as session:
+            held = await held_rows(session, self.clock(), digest_id)
+        for name, found in held.items():
+            tally = report.tally(name)
+            tally.held, tally.held_until = found.rows, found.until
+
+    @staticmethod
+    def _count_requeued(report: PublishReport, requeued: dict[str, int]) -> None:
+        for name, n in requeued.items():
+            report.tally(name).requeued += n
 
     def message_ids(self, date: dt.date) -> Callable[[str, int], str | None]:
         """The Message-ID a planned row gets (email only), stable per (digest, subscriber)."""
@@ -256,26 +302,35 @@ class Runner:
             result = await channel.send(message)
             if result.outcome is not Outcome.TRANSIENT:
                 break
-            await asyncio.sleep(self.options.send.backoff * 2 ** n)
+            await self.sleep(self.options.send.backoff * 2 ** n)
         if result.outcome is not Outcome.SENT:
             raise DeliveryError(f"the check copy to {address} was not sent, so nothing was: {result.error}")
 
     async def _dry_run(self, digest: Any, report: PublishReport) -> PublishReport:
+        """Render what a publish now would send (with ``retry_failed``, the bug-failed rows too)."""
+        now = self.clock()
         async with self.sessions() as session:
-            plan = await plan_deliveries(session, digest, self.clock(),
-                                         message_id=self.message_ids(digest.date), dry_run=True)
-            items = plan.audience if plan.first else await pending_rows(session, digest_id=digest.id)
+            plan = await plan_deliveries(session, digest, now, message_id=self.message_ids(digest.date),
+                                         dry_run=True)
+            items = plan.audience if plan.first else await pending_rows(
+                session, now=now, digest_id=digest.id, retry_failed=self.options.retry_failed)
+            requeued = await failed_by_bug(session, digest.id) if self.options.retry_failed else {}
         self._count_plan(report, plan.planned, plan.empty)
+        self._count_requeued(report, requeued)
         ready = [i for i in items if not self._unconfigured(report, i.channel, 1)]
         await self.composer.prepare(ready)
         for item in ready:
+            tally = report.tally(item.channel)
             try:
                 self.composer.compose(item)
-            except Exception:  # what a real publish would fail as our bug
-                log.exception("dry run: composing for subscriber %s failed", item.subscriber_id)
-                report.tally(item.channel).failed += 1
+            except Exception as exc:  # what a real publish would fail as our bug
+                log.error("dry run: %s delivery to subscriber %s would fail (our bug or configuration): %s",
+                          item.channel, item.subscriber_id, exc, exc_info=traceback_for(exc))
+                tally.failed += 1
+                tally.failed_bug += 1
             else:
-                report.tally(item.channel).rendered += 1
+                tally.rendered += 1
+        await self._count_held(report, digest.id)
         return report
 
     def _unconfigured(self, report: PublishReport, name: str, rows: int) -> bool:
@@ -304,15 +359,21 @@ class Runner:
             assert not isinstance(channel, str)
             runs.append(Dispatch(channel, name, self.composer.prepare, self.composer.compose,
                                  self.writer, self.clock, self.options.send, report.tally(name),
-                                 self.stop, digest_id, self.progress))
+                                 self.stop, digest_id, self.progress, self.sleep))
         results = await asyncio.gather(*(run.run() for run in runs), return_exceptions=True)
         for result in results:
             if isinstance(result, BaseException):
                 raise result
 
     async def work(self, *, once: bool = False, poll: float = 30.0) -> PublishReport:
-        """``digest worker``: drain every published digest until stopped (or one sweep with ``once``)."""
+        """``digest worker``: drain every published digest until stopped (or one sweep with ``once``).
+
+        With ``retry_failed``, the bug-failed rows of every digest are put back first (once).
+        """
         report = self.report = PublishReport(None)
+        if self.options.retry_failed:
+            async with self.sessions.begin() as session:
+                self._count_requeued(report, await requeue_failed(session))
         while not self.stop.is_set():
             async with self.sessions() as session:
                 pending = await pending_counts(session)
@@ -324,4 +385,5 @@ class Runner:
                 break
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.stop.wait(), timeout=poll)
+        await self._count_held(report, None)
         return report

@@ -1,15 +1,9 @@
-"""Helpers for the publishing tests: a built day, subscribers, a runner; and a ``digest`` entry point.
-
-``python -m tests.publish_runner publish --date D`` runs the CLI with the
-``publish``/``worker`` commands registered, whether or not ``digest.cli``
-wires them yet (the crash test runs it as a subprocess).
-"""
+"""Helpers for the publishing tests: a built day, subscribers, a runner, a recording channel, a clock."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import sys
 from collections.abc import Callable, Sequence
 
 from digest.build import BuildOptions, build_digest
@@ -21,7 +15,7 @@ from digest.mailer import MailIdentity
 from digest.models import Subscriber
 from digest.publish import Channels, Composer, PublishOptions, Runner
 from digest.render import Renderer
-from digest.sending import SendOptions
+from digest.sending import SendOptions, Sleep
 from digest.window import window_for
 from tests.builders import COMPILER_PAPERS, add_entry, add_source
 
@@ -89,7 +83,8 @@ class RecordingChannel:
 
 def make_runner(sessions: SessionFactory, channels: dict[str, PushChannel], *,
                 options: PublishOptions | None = None, clock: Callable[[], dt.datetime] | None = None,
-                mailto: str | None = None) -> Runner:
+                mailto: str | None = None, renderer: Renderer | None = None,
+                sleep: Sleep = asyncio.sleep) -> Runner:
     """A runner over ``channels`` (any other channel is "not configured")."""
     def factory(name: str) -> PushChannel:
         if name not in channels:
@@ -98,42 +93,41 @@ def make_runner(sessions: SessionFactory, channels: dict[str, PushChannel], *,
 
     identity = MailIdentity.from_settings("Compiler Digest <digest@example.org>", mailto)
     tick = clock or (lambda: dt.datetime.now(dt.UTC))
-    composer = Composer(sessions, Renderer(site_url=SITE), identity, site_url=SITE, secret=SECRET, clock=tick)
-    return Runner(sessions, Channels(factory), composer, tick, options or PublishOptions(send=FAST))
+    composer = Composer(sessions, renderer or Renderer(site_url=SITE), identity, site_url=SITE, secret=SECRET,
+                        clock=tick)
+    return Runner(sessions, Channels(factory), composer, tick, options or PublishOptions(send=FAST),
+                  sleep=sleep)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """The ``digest`` CLI with ``publish`` and ``worker`` registered (until cli.py wires them)."""
-    import logging
+class StepClock:
+    """Injected time that moves only when the test steps it; ``sleep`` waits until it has moved enough.
 
-    from digest import cli, cmd_publish
-    from digest.config import Settings, load_settings
-    from digest.errors import DigestError, UsageError
+    Given to a runner as its clock and its sleep, it makes leases and
+    heartbeats deterministic: nothing depends on how fast the machine is.
+    ``naps`` counts the sleeps begun, so a test can wait for a sleeper to
+    come back to sleep (its work after waking is then done).
+    """
 
-    class _TestSettings(Settings):
-        """Settings with the sending knobs config.py may not have yet (read from DIGEST_*)."""
+    def __init__(self, start: dt.datetime) -> None:
+        self.now = start
+        self.naps = 0
+        self._changed = asyncio.Condition()
 
-        outbox_lease: float = 600.0
-        send_backoff: float = 1.0
-        send_retry_later: float = 600.0
-        smtp_concurrency: int = 4
+    def __call__(self) -> dt.datetime:
+        return self.now
 
-    parser = cli.build_parser()
-    sub = next(a for a in parser._actions if a.dest == "command")
-    if "publish" not in getattr(sub, "choices", {}):
-        cmd_publish.add_commands(sub)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    try:
-        settings = load_settings() if "outbox_lease" in Settings.model_fields else _TestSettings()
-        return asyncio.run(args.handler(settings, args))
-    except UsageError as exc:
-        print(f"digest: {exc}", file=sys.stderr)
-        return 2
-    except DigestError as exc:
-        print(f"digest: error: {exc}", file=sys.stderr)
-        return 1
+    async def sleep(self, seconds: float) -> None:
+        until = self.now + dt.timedelta(seconds=seconds)
+        async with self._changed:
+            self.naps += 1
+            self._changed.notify_all()
+            await self._changed.wait_for(lambda: self.now >= until)
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    async def step(self, seconds: float) -> None:
+        """Move on by ``seconds`` once someone sleeps; return when a sleeper has gone back to sleep."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.naps > 0)
+            naps = self.naps
+            self.now += dt.timedelta(seconds=seconds)
+            self._changed.notify_all()
+            await self._changed.wait_for(lambda: self.naps > naps)

@@ -7,23 +7,32 @@ import datetime as dt
 from collections import Counter
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import func, select
 
 from digest.db import SessionFactory, open_database
 from digest.models import Delivery, Digest, Subscriber
 from digest.outbox import (
+    BUG,
+    EXHAUSTED,
     FAILED,
+    PERMANENT,
     PLANNED,
     SENDING,
     SENT,
     EventFacts,
+    Held,
     Record,
     apply,
     claim,
     digests_with_work,
+    held_rows,
     kept_events,
     pending_counts,
     plan_deliveries,
+    renew,
+    requeue_failed,
 )
 from digest.publish import PublishReport
 from tests.publish_runner import NOW, RecordingChannel, add_subscriber, build_day, make_runner
@@ -192,3 +201,78 @@ async def test_two_workers_on_postgres_never_send_a_delivery_twice(postgres_url:
     assert all(ch.sent for ch in channels)  # both workers took a share
     assert statuses == {SENT: 60} and attempts == 60
     assert sum(rep.channels["email"].sent for rep in reports) == 60
+
+
+async def test_a_lease_holds_until_it_ends_and_a_heartbeat_extends_it(sessions: SessionFactory) -> None:
+    await _planned(sessions, 2)
+    lease = dt.timedelta(seconds=60)
+
+    async def take(now: dt.datetime) -> list[tuple[int, bool]]:
+        async with sessions.begin() as session:
+            got = await claim(session, digest_id=None, channels=["email"], limit=10, now=now, lease=lease,
+                              planned_before=now)
+        return [(c.delivery_id, c.resumed) for c in got]
+
+    async def held(now: dt.datetime) -> dict[str, Held]:
+        async with sessions() as session:
+            return await held_rows(session, now)
+
+    assert await take(NOW) == [(1, False), (2, False)]  # a run claims both, then dies
+    almost = NOW + lease - dt.timedelta(seconds=1)
+    assert await take(almost) == [] and await held(almost) == {"email": Held(2, NOW + lease)}
+    async with sessions.begin() as session:  # a live run's heartbeat: only row 1 is still its
+        assert await renew(session, [1], almost + lease) == 1
+    assert await take(NOW + lease) == [(2, True)]  # the dead lease ended: free, flagged resumed
+    assert await held(NOW + lease) == {"email": Held(2, NOW + 2 * lease)}  # row 1, and row 2's new claim
+    assert await take(almost + lease - dt.timedelta(seconds=1)) == []
+    assert await take(almost + lease) == [(1, True)]
+
+
+async def test_requeue_failed_puts_back_only_our_bugs(sessions: SessionFactory) -> None:
+    digest_id = await _planned(sessions, 4)
+    a, b, c, d = await _claim(sessions, NOW)
+    async with sessions.begin() as session:
+        await apply(session, [
+            Record(a, FAILED, 1, 0, 1, "compose: ValueError()", NOW, failure=BUG),
+            Record(b, FAILED, 1, 0, 1, "550 gone", NOW, failure=PERMANENT, mark=(2, "bounced")),
+            Record(c, FAILED, 10, 0, 1, "451 later", NOW, failure=EXHAUSTED),
+            Record(d, SENT, 1, 1, 1, None, NOW, sent_at=NOW),
+        ])
+    async with sessions.begin() as session:
+        assert await requeue_failed(session, digest_id + 1) == {}  # another digest: nothing
+        assert await requeue_failed(session, digest_id) == {"email": 1}
+    rows = await _rows(sessions)
+    assert [(r.status, r.failure, r.attempts) for r in rows] == [
+        (PLANNED, None, 0), (FAILED, PERMANENT, 1), (FAILED, EXHAUSTED, 10), (SENT, None, 1)]
+    assert await _claim(sessions, NOW) == [a]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(leases=st.lists(st.integers(min_value=-120, max_value=120), min_size=1, max_size=6),
+       at=st.integers(min_value=-60, max_value=60))
+async def test_every_sending_row_is_either_held_or_claimable(
+        sqlite_sessions: SessionFactory, leases: list[int], at: int) -> None:
+    sessions = sqlite_sessions  # one database for every example: planned once, its rows reset each time
+    async with sessions() as session:
+        planned = await session.scalar(select(func.count()).select_from(Delivery))
+    if not planned:
+        await _planned(sessions, 6)
+    now = NOW + dt.timedelta(seconds=at)
+    async with sessions.begin() as session:  # rows 1..n sending under leases ending NOW + each offset
+        for row in (await session.scalars(select(Delivery).order_by(Delivery.id))).all():
+            offset = leases[row.id - 1] if row.id <= len(leases) else None
+            row.status = PLANNED if offset is None else SENDING
+            row.claimed_at = None if offset is None else NOW - dt.timedelta(minutes=5)
+            row.lease_until = None if offset is None else NOW + dt.timedelta(seconds=offset)
+    async with sessions() as session:
+        held = await held_rows(session, now)
+    expected_held = [o for o in leases if NOW + dt.timedelta(seconds=o) > now]
+    assert held.get("email", Held(0, now)).rows == len(expected_held)
+    if expected_held:
+        assert held["email"].until == NOW + dt.timedelta(seconds=max(expected_held))
+    async with sessions.begin() as session:
+        taken = await claim(session, digest_id=None, channels=["email"], limit=100, now=now, lease=LEASE,
+                            planned_before=now)
+    stale = {i + 1 for i, o in enumerate(leases) if NOW + dt.timedelta(seconds=o) <= now}
+    assert {c.delivery_id for c in taken if c.resumed} == stale
+    assert len(taken) == 6 - len(expected_held)

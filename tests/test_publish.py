@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 import json
@@ -15,12 +16,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from digest.channels import Outcome, SendResult
+from digest.channels import Message, Outcome, SendResult
 from digest.db import SessionFactory
 from digest.errors import BuildError
 from digest.mailer import FileOutbox
 from digest.models import Delivery, Subscriber
-from digest.outbox import FAILED, PLANNED, SENDING, SENT, SKIPPED
+from digest.outbox import FAILED, PLANNED, SENDING, SENT, SKIPPED, Held, claim, held_rows
 from digest.publish import PublishOptions
 from digest.queries import load_view
 from digest.sending import DeliveryError
@@ -32,6 +33,7 @@ from tests.publish_runner import (
     NOW,
     SECRET,
     RecordingChannel,
+    StepClock,
     add_subscriber,
     build_day,
     make_runner,
@@ -39,6 +41,7 @@ from tests.publish_runner import (
 from tests.smtpserver import Faults, Received, SMTPTestServer, smtp_server
 
 ROOT = Path(__file__).resolve().parent.parent
+CLI_SECRET = "a-test-signing-key-of-at-least-32-characters"
 
 
 def _smtp(server: SMTPTestServer, password: str | None = None, concurrency: int = 3) -> SmtpChannel:
@@ -302,14 +305,17 @@ async def test_rows_of_a_dead_process_are_resent_and_counted(sqlite_sessions: Se
         await add_subscriber(sqlite_sessions, f"r{n}@example.com")
     email = RecordingChannel("email")
     await make_runner(sqlite_sessions, {}).publish(DAY, "en")
+    lease_end = NOW + dt.timedelta(minutes=1)
     async with sqlite_sessions.begin() as session:  # a worker claimed two rows, then was killed
         for row in (await session.scalars(select(Delivery).where(Delivery.id <= 2))).all():
-            row.status, row.claimed_at = SENDING, NOW
-    soon = make_runner(sqlite_sessions, {"email": email}, clock=lambda: NOW + dt.timedelta(minutes=1))
-    assert (await soon.work(once=True)).channels["email"].sent == 1
-    late = make_runner(sqlite_sessions, {"email": email}, clock=lambda: NOW + dt.timedelta(minutes=11))
+            row.status, row.claimed_at, row.lease_until = SENDING, NOW, lease_end
+    soon = make_runner(sqlite_sessions, {"email": email}, clock=lambda: lease_end - dt.timedelta(seconds=1))
+    held = (await soon.work(once=True)).channels["email"]
+    assert (held.sent, held.held, held.held_until) == (1, 2, lease_end)
+    late = make_runner(sqlite_sessions, {"email": email}, clock=lambda: lease_end)
     report = await late.work(once=True)
     assert (report.channels["email"].sent, report.channels["email"].resent) == (2, 2)
+    assert report.channels["email"].held == 0
     assert sorted(m.delivery_id for m in email.sent) == [1, 2, 3]
 
 
@@ -319,13 +325,15 @@ async def test_a_resumed_row_stays_counted_until_it_is_sent(sqlite_sessions: Ses
     await make_runner(sqlite_sessions, {}).publish(DAY, "en")
     async with sqlite_sessions.begin() as session:
         row = await session.get_one(Delivery, 1)
-        row.status, row.claimed_at = SENDING, NOW
-    later = lambda: NOW + dt.timedelta(minutes=11)  # noqa: E731
+        row.status, row.claimed_at, row.lease_until = SENDING, NOW, NOW + dt.timedelta(minutes=1)
     options = PublishOptions(send=dataclasses.replace(FAST, attempts_per_run=1))
     email = RecordingChannel("email", script={"r@example.com": [SendResult(Outcome.TRANSIENT, 0, "451")]})
-    runner = make_runner(sqlite_sessions, {"email": email}, options=options, clock=later)
-    tally = (await runner.work(once=True)).channels["email"]
-    assert (tally.sent, tally.resent, tally.deferred) == (1, 1, 1)
+    tallies = []
+    for minutes in (2, 3):  # deferred in the first run, sent in the next
+        runner = make_runner(sqlite_sessions, {"email": email}, options=options,
+                             clock=lambda m=minutes: NOW + dt.timedelta(minutes=m))
+        tallies.append((await runner.work(once=True)).channels["email"])
+    assert [(t.sent, t.resent, t.deferred) for t in tallies] == [(0, 0, 1), (1, 1, 0)]
     assert len(email.calls) == 2 and (await _rows(sqlite_sessions))["r@example.com"].attempts == 2
 
 
@@ -340,11 +348,13 @@ async def test_file_outbox_end_to_end(sqlite_sessions: SessionFactory, tmp_path:
     assert files == [f"digest-{DAY}-sub-{n}@example.org.eml" for n in (1, 2, 3)]
 
 
-def _cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _cli(tmp: Path, *args: str, **settings: str) -> subprocess.CompletedProcess[str]:
+    """``python -m digest ARGS`` on the test's database, mailing into a file outbox."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DIGEST_")}
     env.update(DIGEST_DATABASE_URL=f"sqlite+aiosqlite:///{tmp / 'cli.db'}", DIGEST_VAR_DIR=str(tmp / "var"),
-               DIGEST_MAIL_OUTBOX=str(tmp / "outbox"), DIGEST_MAIL_FROM="digest@example.org")
-    return subprocess.run([sys.executable, "-m", "tests.publish_runner", *args], capture_output=True,
+               DIGEST_MAIL_OUTBOX=str(tmp / "outbox"), DIGEST_MAIL_FROM="digest@example.org",
+               DIGEST_SECRET_KEY=CLI_SECRET, **settings)
+    return subprocess.run([sys.executable, "-m", "digest", *args], capture_output=True,
                           text=True, env=env, cwd=ROOT, timeout=60)
 
 
@@ -378,7 +388,7 @@ async def test_preview_eml_is_the_message_a_filtered_reader_gets(sqlite_sessions
     async with sqlite_sessions() as session:
         full = await load_view(session, DAY, "en")
     view = filter_view(full, ["optimization"], None)
-    settings = load_settings(secret_key="k", var_dir=tmp_path, mail_from="digest@example.org")
+    settings = load_settings(secret_key="k" * 32, var_dir=tmp_path, mail_from="digest@example.org")
     eml = preview_eml(view, settings)
     assert all(len(line) <= 998 for line in eml.encode().split(b"\r\n"))
     msg = message_from_bytes(eml.encode(), policy=policy.default)
@@ -386,3 +396,183 @@ async def test_preview_eml_is_the_message_a_filtered_reader_gets(sqlite_sessions
     assert body is not None and msg["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
     text = str(body.get_content())
     assert [e.url for e in full.events if e.url in text] == [e.url for e in view.events] != []
+
+
+async def test_chat_bug_failures_are_retried_by_the_worker_and_refusals_are_not(
+        sqlite_sessions: SessionFactory) -> None:
+    await build_day(sqlite_sessions)
+    for address in ("1", "2"):
+        await add_subscriber(sqlite_sessions, address, channel="telegram")
+    script = {"1": [SendResult(Outcome.PERMANENT, 0, "403 blocked")],
+              "2": [SendResult(Outcome.BUG, 0, "400 can't parse entities")]}
+    telegram = RecordingChannel("telegram", script=script)
+    first = (await make_runner(sqlite_sessions, {"telegram": telegram}).publish(DAY, "en")).channels
+    rows = await _rows(sqlite_sessions)
+    assert (first["telegram"].failed, first["telegram"].failed_bug) == (2, 1)
+    assert (rows["1"].failure, rows["2"].failure) == ("permanent", "bug")
+    plain = await make_runner(sqlite_sessions, {"telegram": telegram}).work(once=True)
+    assert plain.channels == {}  # a failed row waits for --retry-failed
+    retry = make_runner(sqlite_sessions, {"telegram": telegram},
+                        options=PublishOptions(retry_failed=True, send=FAST))
+    tally = (await retry.work(once=True)).channels["telegram"]
+    assert (tally.requeued, tally.sent, tally.failed) == (1, 1, 0)
+    assert [m.address for m in telegram.sent] == ["2"] and len(telegram.calls) == 3
+    rows = await _rows(sqlite_sessions)
+    assert (rows["1"].status, rows["1"].failure, rows["2"].status) == (FAILED, "permanent", SENT)
+
+
+async def test_retry_failed_resends_bug_failures_once_fixed_and_leaves_refusals_alone(
+        sqlite_sessions: SessionFactory, caplog: pytest.LogCaptureFixture) -> None:
+    from digest.render import Renderer
+
+    await build_day(sqlite_sessions)
+    for address in ("ok@example.com", "gone@example.com"):
+        await add_subscriber(sqlite_sessions, address)
+    await add_subscriber(sqlite_sessions, "zh@example.com", locale="zh")
+    broken = Renderer(site_url="https://digest.example.org", timezone="Mars/Olympus_Mons")  # a config typo
+    with smtp_server(Faults(refuse={"gone@example.com"})) as server:
+        runner = make_runner(sqlite_sessions, {"email": _smtp(server)}, renderer=broken)
+        with caplog.at_level("ERROR"):
+            first = (await runner.publish(DAY, "en")).channels["email"]
+        await runner.channels.aclose()
+        assert server.received == [] and (first.failed, first.failed_bug, first.sent) == (3, 3, 0)
+        tracebacks = [r for r in caplog.records if r.exc_info]
+        one_liners = [r for r in caplog.records if "failed (our bug or configuration)" in r.getMessage()]
+        assert len(tracebacks) == 2 and len(one_liners) == 3  # once per group (en, zh); a line per delivery
+        assert all(not r.exc_info for r in one_liners)
+        assert {r.failure for r in (await _rows(sqlite_sessions)).values()} == {"bug"}
+
+        retry = PublishOptions(retry_failed=True, send=FAST)
+        fixed = make_runner(sqlite_sessions, {"email": _smtp(server)}, options=retry)
+        second = (await fixed.publish(DAY, "en")).channels["email"]
+        await fixed.channels.aclose()
+        assert (second.requeued, second.sent, second.failed, second.failed_bug) == (3, 2, 1, 0)
+        assert set(server.by_recipient()) == {"ok@example.com", "zh@example.com"}
+        rows = await _rows(sqlite_sessions)
+        assert (rows["gone@example.com"].status, rows["gone@example.com"].failure) == (FAILED, "permanent")
+        assert await _status(sqlite_sessions, "gone@example.com") == "bounced"
+
+        connections = server.handler.connections
+        again = make_runner(sqlite_sessions, {"email": _smtp(server)}, options=retry)
+        assert (await again.publish(DAY, "en")).channels == {}
+        await again.channels.aclose()
+        assert server.handler.connections == connections and len(server.received) == 2
+
+
+class _Gated:
+    """A real channel whose sends wait at a gate the test opens (a sender as slow as the test wants)."""
+
+    def __init__(self, inner: SmtpChannel) -> None:
+        self.inner, self.name, self.concurrency = inner, inner.name, inner.concurrency
+        self.gate, self.full = asyncio.Event(), asyncio.Event()
+        self.waiting = 0
+
+    async def send(self, message: Message) -> SendResult:
+        self.waiting += 1
+        if self.waiting == self.concurrency:
+            self.full.set()
+        await self.gate.wait()
+        return await self.inner.send(message)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def _steal(sessions: SessionFactory, now: dt.datetime) -> list[int]:
+    """What another run would take at ``now``: every claimable row."""
+    async with sessions.begin() as session:
+        taken = await claim(session, digest_id=None, channels=["email"], limit=100, now=now,
+                            lease=dt.timedelta(seconds=60), planned_before=now)
+    return [c.delivery_id for c in taken]
+
+
+async def test_a_slow_live_sender_keeps_its_rows_by_its_heartbeat(sqlite_sessions: SessionFactory) -> None:
+    await build_day(sqlite_sessions)
+    for n in range(4):  # 2c rows: two in flight, two queued, none left planned
+        await add_subscriber(sqlite_sessions, f"r{n}@example.com")
+    clock = StepClock(NOW)
+    lease = dt.timedelta(seconds=4)
+    options = PublishOptions(send=dataclasses.replace(FAST, lease=lease, heartbeat=dt.timedelta(seconds=1)))
+    with smtp_server() as server:
+        channel = _Gated(_smtp(server, concurrency=2))
+        runner = make_runner(sqlite_sessions, {"email": channel}, options=options, clock=clock,
+                             sleep=clock.sleep)
+        publish = asyncio.create_task(runner.publish(DAY, "en"))
+        await asyncio.wait_for(channel.full.wait(), timeout=60)
+        for beat in range(3 * 4):  # three leases of injected time while the sends hang
+            await clock.step(1.0)
+            assert await _steal(sqlite_sessions, clock()) == [], f"a live sender lost rows at beat {beat}"
+            async with sqlite_sessions() as session:
+                assert await held_rows(session, clock()) == {"email": Held(4, clock() + lease)}
+        channel.gate.set()
+        tally = (await asyncio.wait_for(publish, timeout=60)).channels["email"]
+        await runner.channels.aclose()
+    assert Counter(r for item in server.received for r in item.rcpt_tos) == {f"r{n}@example.com": 1
+                                                                             for n in range(4)}
+    assert (tally.sent, tally.resent, tally.held) == (4, 0, 0)
+
+
+async def test_cli_reports_rows_held_by_another_run_and_when_they_fall_due(tmp_path: Path) -> None:
+    from digest.db import open_database
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}"
+    async with open_database(url) as sessions:
+        await build_day(sessions)
+        for n in range(3):
+            await add_subscriber(sessions, f"r{n}@example.com")
+        await make_runner(sessions, {}).publish(DAY, "en")  # plans; email not configured here
+        pinned = NOW + dt.timedelta(minutes=5)
+        lease_end = pinned + dt.timedelta(seconds=45)
+        async with sessions.begin() as session:  # another run claimed row 1 (its lease runs on)
+            row = await session.get_one(Delivery, 1)
+            row.status, row.claimed_at, row.lease_until = SENDING, pinned, lease_end
+    text = _cli(tmp_path, "publish", "--date", str(DAY), DIGEST_NOW=pinned.isoformat())
+    assert text.returncode == 0, text.stderr
+    header, _, email_row = text.stdout.splitlines()[:3]
+    assert dict(zip(header.split(), email_row.split(), strict=True))["held"] == "1"
+    assert (f"1 delivery is held by another run until {lease_end:%H:%M:%S} UTC; run publish again after that"
+            in text.stdout)
+    as_json = _cli(tmp_path, "publish", "--date", str(DAY), "--json", DIGEST_NOW=pinned.isoformat())
+    data = json.loads(as_json.stdout)
+    assert as_json.returncode == 0 and data["channels"]["email"]["held"] == 1 == data["total"]["held"]
+    assert data["channels"]["email"]["held_until"] == lease_end.isoformat() == data["total"]["held_until"]
+    due = _cli(tmp_path, "publish", "--date", str(DAY), "--json", DIGEST_NOW=lease_end.isoformat())
+    email = json.loads(due.stdout)["channels"]["email"]
+    assert (email["sent"], email["resent"], email["held"], email["held_until"]) == (1, 1, 0, None)
+    assert len(list((tmp_path / "outbox").iterdir())) == 3
+
+
+async def test_cli_bug_failure_exits_1_with_a_note_and_retry_failed_sends_it_once_fixed(
+        tmp_path: Path) -> None:
+    from digest.db import open_database
+
+    hostile = "bad@example.com\r\nBcc: spy@example.com"  # stored by a bug elsewhere; no header may carry it
+    async with open_database(f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}") as sessions:
+        await build_day(sessions)
+        await add_subscriber(sessions, "ok@example.com")
+        bad = await add_subscriber(sessions, hostile)
+    failed = _cli(tmp_path, "publish", "--date", str(DAY))
+    assert failed.returncode == 1, failed.stderr
+    assert ("1 delivery failed because of a bug or configuration; fix it and run publish --retry-failed"
+            in failed.stdout)
+    assert "Traceback" not in failed.stderr  # one line per failure; the traceback only with -v
+    assert len([ln for ln in failed.stderr.splitlines() if "(our bug or configuration)" in ln]) == 1
+    rerun = _cli(tmp_path, "publish", "--date", str(DAY), "--json")
+    assert rerun.returncode == 0 and json.loads(rerun.stdout)["channels"] == {}
+    async with open_database(f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}") as sessions:
+        assert {a: (r.status, r.failure) for a, r in (await _rows(sessions)).items()} == {
+            "ok@example.com": (SENT, None), hostile: (FAILED, "bug")}
+    verbose_dry = _cli(tmp_path, "-v", "publish", "--date", str(DAY), "--retry-failed", "--dry-run")
+    assert verbose_dry.returncode == 1 and verbose_dry.stderr.count("Traceback") == 1
+    assert "1 failed delivery (bug or configuration) would be put back to send again" in verbose_dry.stdout
+    assert "1 delivery would fail because of a bug or configuration" in verbose_dry.stdout
+    async with open_database(f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}") as sessions, \
+            sessions.begin() as session:  # the cause is fixed
+        (await session.get_one(Subscriber, bad)).address = "bad@example.com"
+    retried = _cli(tmp_path, "publish", "--date", str(DAY), "--retry-failed", "--json")
+    assert retried.returncode == 0, retried.stderr
+    email = json.loads(retried.stdout)["channels"]["email"]
+    assert (email["requeued"], email["sent"], email["failed"], email["failed_bug"]) == (1, 1, 0, 0)
+    assert len(list((tmp_path / "outbox").iterdir())) == 2
+    worker = _cli(tmp_path, "worker", "--once", "--retry-failed", "--json")
+    assert worker.returncode == 0 and json.loads(worker.stdout)["channels"] == {}
