@@ -38,7 +38,7 @@ async def run_telegram(settings: Settings, *, stop: asyncio.Event | None = None)
 
     token_of(settings)  # a missing token is a one-line error before the database is opened
     async with open_database(settings.database_url) as sessions:
-        app = build_application(settings, sessions)
+        app = build_application(settings, sessions, clock=settings.clock)
         async with running(app):
             log.warning("telegram bot @%s polling; stop with Ctrl-C", app.bot.username)
             await (stop.wait() if stop is not None else until_signalled())

@@ -57,7 +57,7 @@ from bot.ratelimit import RateLimiter
 from bot.texts import LOCALES, TEXTS, locale_from
 from digest.channels import Message as PushMessage
 from digest.channels import Outcome, SendResult
-from digest.errors import ConfigError
+from digest.errors import ConfigError, DigestError
 from digest.models import utcnow
 from digest.render import Renderer
 from digest.safety import safe_url, tg_attr, tg_escape
@@ -384,8 +384,13 @@ def build_application(settings: Settings, sessions: SessionFactory, *,
 
 @asynccontextmanager
 async def running(app: App, *, poll_timeout: float = 10.0) -> AsyncIterator[App]:
-    """Initialize, start and poll; stop and shut down on the way out."""
-    async with app:
+    """Initialize, start and poll; stop and shut down on the way out.
+
+    A Bot API that cannot be reached or refuses the token at start is a
+    one-line :class:`DigestError`, not a traceback.
+    """
+    await _initialize(app)
+    try:
         await app.start()
         assert app.updater is not None
         await app.updater.start_polling(timeout=dt.timedelta(seconds=poll_timeout),
@@ -395,3 +400,17 @@ async def running(app: App, *, poll_timeout: float = 10.0) -> AsyncIterator[App]
         finally:
             await app.updater.stop()
             await app.stop()
+    finally:
+        await app.shutdown()
+
+
+async def _initialize(app: App) -> None:
+    try:
+        await app.initialize()
+    except InvalidToken:
+        raise ConfigError("DIGEST_TELEGRAM_TOKEN was refused by the Telegram Bot API") from None
+    except TelegramError as exc:
+        token = app.bot.token
+        base = app.bot.base_url.removesuffix(token)
+        raise DigestError(f"cannot reach the Telegram Bot API at {base}: "
+                          f"{exc.message.replace(token, '<token>')}") from None

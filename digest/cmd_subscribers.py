@@ -70,10 +70,6 @@ def add_commands(sub: Any) -> None:
     exp.set_defaults(handler=export_cmd)
 
 
-def now_utc() -> dt.datetime:
-    """The clock, read once at the edge."""
-    return dt.datetime.now(dt.UTC)
-
 
 def usage(exc: SubscriptionError) -> UsageError:
     """A one-line usage error naming the command-line option."""
@@ -103,7 +99,7 @@ async def add_cmd(settings: Settings, args: argparse.Namespace) -> int:
             before = await subs.find_by_address(session, args.channel, address)
             view, _ = await subs.subscribe(session, args.channel, address, layers=args.layers,
                                            min_score=args.min_score, locale=args.locale,
-                                           confirmed=True, now=now_utc())
+                                           confirmed=True, now=settings.clock())
     except SubscriptionError as exc:
         raise usage(exc) from None
     if before is None:
@@ -260,7 +256,7 @@ async def import_cmd(settings: Settings, args: argparse.Namespace) -> int:
     async with open_database(settings.database_url) as sessions, sessions() as session, \
             session.begin():
         try:
-            report = await import_csv(session, text, confirmed=args.confirmed, now=now_utc())
+            report = await import_csv(session, text, confirmed=args.confirmed, now=settings.clock())
         except SubscriptionError as exc:
             raise DigestError(f"{args.file}: {exc}") from None
     _print_report(args.file, report)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import sys
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,10 +19,6 @@ from digest.table import format_table
 if TYPE_CHECKING:
     from digest.ingest import FetchOptions, FetchResult
 
-
-def now_utc() -> dt.datetime:
-    """The clock, read once at the edge."""
-    return dt.datetime.now(dt.UTC)
 
 
 def fetch_options(settings: Settings) -> FetchOptions:
@@ -89,21 +85,34 @@ async def _fetch(settings: Settings, *, store: bool) -> list[FetchResult]:
     specs = [s for s in load_sources(settings.sources) if s.enabled]
     if not specs:
         raise DigestError("no enabled source in the source list")
-    async with open_database(settings.database_url) as sessions:
+    async with _fetch_lock(settings, store), open_database(settings.database_url) as sessions:
         return await fetch_sources(
-            sessions, specs, fetch_options(settings), now=now_utc(), store=store,
+            sessions, specs, fetch_options(settings), now=settings.clock(), store=store,
             progress=_progress(len(specs)),
         )
 
 
+def _fetch_lock(settings: Settings, store: bool) -> AbstractAsyncContextManager[None]:
+    """One storing fetch at a time (a second one waits); a check stores nothing and takes no lock."""
+    from digest.locks import FETCH_LOCK, cli_lock
+
+    return cli_lock(settings, FETCH_LOCK) if store else nullcontext()
+
+
 def _report(results: list[FetchResult], as_json: bool) -> int:
     from digest.cli import print_json
+    from digest.ingest import STORAGE_FAILED
 
     if as_json:
         print_json([r.as_json() for r in results])
     else:
         print(_results_table(results))
     good = [r for r in results if r.status in ("ok", "not_modified")]
+    unstored = [r for r in results if (r.error or "").startswith(STORAGE_FAILED)]
+    if unstored:
+        print(f"digest: error: {len(unstored)} source(s) were fetched but could not be stored "
+              f"({unstored[0].error}); fix the database or disk and fetch again", file=sys.stderr)
+        return 1
     if not good:
         print(f"digest: error: no source could be reached ({len(results)} failed); {OFFLINE_HINT}",
               file=sys.stderr)
@@ -163,7 +172,7 @@ async def samples(settings: Settings, args: argparse.Namespace) -> int:
     """``digest samples``: write the offline sample feeds and their source file."""
     from digest.samples import write_samples
 
-    path = write_samples(Path(args.out), now_utc())
+    path = write_samples(Path(args.out), settings.clock())
     print(path)
     print(f"now run: DIGEST_SOURCES={path} digest run", file=sys.stderr)
     return 0
@@ -177,7 +186,7 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
         return code
     from digest import cmd_digest, cmd_publish
 
-    now = now_utc()
+    now = settings.clock()
     await cmd_digest.build_latest(settings, now)
     return await cmd_publish.publish_latest(settings, now)
 

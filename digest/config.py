@@ -2,38 +2,59 @@
 
 Settings are loaded once, at the edge (the CLI or the service), with
 :func:`load_settings`; core functions receive plain values. Nothing here runs
-at import time.
+at import time. Every value is checked at load: a typo stops the command with
+one line naming the variable (or the file) before anything is claimed or sent.
 """
 
 from __future__ import annotations
 
+import contextlib
+import difflib
+import ipaddress
+import logging
+import math
+import os
+import re
 import secrets
+import tomllib
+from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import AwareDatetime, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     TomlConfigSettingsSource,
 )
 
+from digest.clock import Clock, make_clock
 from digest.errors import ConfigError
 from digest.layers import LAYER_IDS
 
 LOCALES = ("zh", "en")
+TOML_FILE = "digest.toml"
+MIN_SECRET_CHARS = 32
+_PREFIX = "DIGEST_"
+_UNCHECKED_PREFIX = "DIGEST_TEST_"  # the test suite's own variables
+_ADDRESS = re.compile(r"[^\s@<>\",;:()\[\]\\]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
+_LINE_BREAK = re.compile(r"[\r\n\x00\u2028\u2029\x85]")
+log = logging.getLogger(__name__)
 
 
 class Settings(BaseSettings):
     """Every setting of the service; see the README's configuration table."""
 
     model_config = SettingsConfigDict(
-        env_prefix="DIGEST_",
-        toml_file="digest.toml",
+        env_prefix=_PREFIX,
+        toml_file=TOML_FILE,
         extra="ignore",
         validate_default=True,
+        allow_inf_nan=False,
     )
 
     database_url: str = "sqlite+aiosqlite:///./var/digest.db"
@@ -41,6 +62,7 @@ class Settings(BaseSettings):
     sources: Path | None = None
     timezone: str = "Asia/Shanghai"
     locales: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["zh"])
+    now: AwareDatetime | None = None
 
     fetch_concurrency: int = Field(8, ge=1, le=64)
     fetch_per_host: int = Field(2, ge=1, le=16)
@@ -56,7 +78,7 @@ class Settings(BaseSettings):
     max_events: int = Field(12, ge=1, le=100)
     include_prereleases: bool = False
     score_weights: dict[str, float] = Field(default_factory=dict)
-    llm_timeout: float = Field(60.0, gt=0)
+    llm_timeout: float = Field(60.0, gt=0, le=3600)
 
     smtp_host: str | None = None
     smtp_port: int = Field(587, ge=1, le=65535)
@@ -68,11 +90,12 @@ class Settings(BaseSettings):
     unsubscribe_mailto: str | None = None
     smtp_concurrency: int = Field(4, ge=1, le=64)
     smtp_rate: float = Field(0.0, ge=0)
-    smtp_timeout: float = Field(60.0, gt=0)
-    outbox_lease: float = Field(600.0, gt=0)
+    smtp_timeout: float = Field(60.0, gt=0, le=3600)
+    outbox_lease: float = Field(60.0, gt=0, le=86400)
+    outbox_heartbeat: float = Field(15.0, gt=0, le=86400)
     send_attempts: int = Field(3, ge=1, le=10)
-    send_backoff: float = Field(1.0, ge=0)
-    send_retry_later: float = Field(600.0, ge=0)
+    send_backoff: float = Field(1.0, ge=0, le=3600)
+    send_retry_later: float = Field(600.0, ge=0, le=7 * 86400)
 
     telegram_token: SecretStr | None = None
     telegram_api_base: str | None = None
@@ -81,10 +104,11 @@ class Settings(BaseSettings):
 
     site_url: str = "http://127.0.0.1:8000"
     secret_key: SecretStr | None = None
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
-    @field_validator("locales", mode="before")
+    @field_validator("locales", "trusted_proxies", mode="before")
     @classmethod
-    def _split_locales(cls, value: object) -> object:
+    def _split_list(cls, value: object) -> object:
         if isinstance(value, str):
             value = [part.strip() for part in value.split(",") if part.strip()]
         return value
@@ -96,6 +120,16 @@ class Settings(BaseSettings):
         if unknown or not value:
             raise ValueError(f"locales must be a non-empty subset of {','.join(LOCALES)}")
         return list(dict.fromkeys(value))
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for item in value:
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ValueError(f"not an IP address or network: {item!r}") from None
+        return value
 
     @field_validator("timezone")
     @classmethod
@@ -111,9 +145,54 @@ class Settings(BaseSettings):
     @field_validator("site_url", "llm_base_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http(s) URL")
-        return value.rstrip("/")
+        return http_url(value).rstrip("/")
+
+    @field_validator("telegram_api_base", "discord_api_base")
+    @classmethod
+    def _optional_http_url(cls, value: str | None) -> str | None:
+        return None if value is None else http_url(value)
+
+    @field_validator("mail_from")
+    @classmethod
+    def _mail_from(cls, value: str) -> str:
+        return mail_address(value, display_name=True)
+
+    @field_validator("unsubscribe_mailto")
+    @classmethod
+    def _mailto(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        return mail_address(value.strip().removeprefix("mailto:"), display_name=False)
+
+    @field_validator("smtp_host", "smtp_user", "llm_model")
+    @classmethod
+    def _one_token(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or re.search(r"\s", value)):
+            raise ValueError("must be one word without spaces or line breaks")
+        return value
+
+    @field_validator("score_weights")
+    @classmethod
+    def _weights(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = [k for k, v in value.items() if not math.isfinite(v) or v < 0]
+        if bad:
+            raise ValueError(f"weights must be finite and non-negative: {', '.join(bad)}")
+        return value
+
+    @field_validator("secret_key")
+    @classmethod
+    def _long_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value().strip()) < MIN_SECRET_CHARS:
+            raise ValueError(f"must be at least {MIN_SECRET_CHARS} characters (unset it to generate one)")
+        return value
+
+    @field_validator("outbox_heartbeat")
+    @classmethod
+    def _heartbeat_within_lease(cls, value: float, info: ValidationInfo) -> float:
+        lease = info.data.get("outbox_lease")
+        if lease is not None and value >= lease:
+            raise ValueError(f"must be shorter than DIGEST_OUTBOX_LEASE ({lease:g} s)")
+        return value
 
     @classmethod
     def settings_customise_sources(
@@ -126,18 +205,16 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
 
+    @cached_property
+    def clock(self) -> Clock:
+        """The one clock of this process: the system's, or DIGEST_NOW running on from there."""
+        return make_clock(self.now)
+
     def secret(self) -> str:
-        """The signing key: configured, or generated once and kept under ``var_dir``."""
+        """The signing key: configured, or generated once (atomically) and kept under ``var_dir``."""
         if self.secret_key is not None:
-            return self.secret_key.get_secret_value()
-        path = self.var_dir / "secret_key"
-        if path.exists():
-            return path.read_text().strip()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        key = secrets.token_urlsafe(32)
-        path.write_text(key + "\n")
-        path.chmod(0o600)
-        return key
+            return self.secret_key.get_secret_value().strip()
+        return read_or_create_key(self.var_dir / "secret_key")
 
     @property
     def all_layers(self) -> tuple[str, ...]:
@@ -145,11 +222,123 @@ class Settings(BaseSettings):
         return LAYER_IDS
 
 
+def http_url(value: str) -> str:
+    """``value`` when it is a full http(s) URL with a host; ValueError otherwise."""
+    try:
+        parts = urlsplit(value)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        raise ValueError(f"not a valid URL: {value!r}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        raise ValueError(f"must be a full http(s) URL with a host (https://digest.example.org): {value!r}")
+    if re.search(r"[\s\x00-\x1f\x7f<>\"\\^`{|}]", value) or "=?" in value:
+        raise ValueError(f"must not contain spaces, line breaks, quotes or '=?': {value!r}")
+    if not value.isascii():
+        raise ValueError(f"must be ASCII (write an international host name as xn--...): {value!r}")
+    return value
+
+
+def mail_address(value: str, *, display_name: bool) -> str:
+    """``value`` when it is one mail address (``Name <a@b>`` if ``display_name``); ValueError otherwise."""
+    from email.utils import parseaddr
+
+    if _LINE_BREAK.search(value) or "=?" in value:
+        raise ValueError(f"must be one address without line breaks or encoded words: {value!r}")
+    name, address = parseaddr(value)
+    if (not display_name and name) or not _ADDRESS.fullmatch(address) or not value.isprintable():
+        raise ValueError(f"not a usable mail address: {value!r}")
+    return value
+
+
+def read_or_create_key(path: Path) -> str:
+    """The key in ``path``; created once with mode 0600 if missing (every concurrent first start agrees).
+
+    The new key is written to a private temporary file and hard-linked into
+    place: the link either appears with the whole key in it or fails because
+    another process won, whose key is then read.
+    """
+    where = f"the key file {path} (DIGEST_VAR_DIR)"
+    try:
+        if not path.exists():
+            _create_key(path)
+        key = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{where}: cannot be used: {getattr(exc, 'strerror', None) or exc}") from None
+    if len(key) < MIN_SECRET_CHARS:
+        raise ConfigError(f"{where} holds a key shorter than {MIN_SECRET_CHARS} characters; "
+                          "delete it to generate a new one, or set DIGEST_SECRET_KEY")
+    return key
+
+
+def _create_key(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(secrets.token_urlsafe(48) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        with contextlib.suppress(FileExistsError):  # another process won: its key is the key
+            os.link(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _toml_values(path: Path) -> dict[str, Any]:
+    """The top-level table of ``digest.toml`` (empty when there is none); ConfigError naming the file."""
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def _suggest(name: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def unknown_setting_warnings(environ: dict[str, str], toml: dict[str, Any]) -> list[str]:
+    """One warning per ``DIGEST_`` variable or digest.toml key that no setting has."""
+    names = list(Settings.model_fields)
+    env_names = [_PREFIX + n.upper() for n in names]
+    warnings = [
+        f"unknown setting {key} is ignored{_suggest(key, env_names)}"
+        for key in sorted(environ)
+        if key.startswith(_PREFIX) and not key.startswith(_UNCHECKED_PREFIX) and key not in env_names
+    ]
+    warnings += [f"{TOML_FILE}: unknown key {key!r} is ignored{_suggest(key.lower(), names)}"
+                 for key in sorted(toml) if key.lower() not in names]
+    return warnings
+
+
+def _where(field: str, environ: dict[str, str], toml: dict[str, Any]) -> str:
+    """Where a bad value came from: the variable, or the digest.toml key when the environment lacks it."""
+    variable = _PREFIX + field.upper()
+    if variable not in environ and any(k.lower() == field for k in toml):
+        return f"{TOML_FILE}: {field}"
+    return variable
+
+
 def load_settings(**overrides: object) -> Settings:
     """Load settings from the environment and ``digest.toml``; one-line error on a bad value."""
+    environ = dict(os.environ)
+    toml = _toml_values(Path(TOML_FILE))
+    for warning in unknown_setting_warnings(environ, toml):
+        log.warning("%s", warning)
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         first = exc.errors()[0]
-        field = str(first["loc"][0]) if first["loc"] else "?"
-        raise ConfigError(f"DIGEST_{field.upper()}: {first['msg']}") from None
+        field = str(first["loc"][0]) if first["loc"] else ""
+        message = str(first["msg"]).removeprefix("Value error, ")
+        where = _where(field, environ, toml) if field else "settings"
+        raise ConfigError(f"{where}: {message}") from None
+    except SettingsError as exc:
+        found = re.search(r'field "(\w+)"', str(exc))
+        field = found.group(1) if found else ""
+        raise ConfigError(f"{_where(field, environ, toml) if field else 'settings'}: "
+                          "not valid JSON (e.g. {\"novelty\": 5})") from None

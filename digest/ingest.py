@@ -65,6 +65,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+STORAGE_FAILED = "storage failed"  # the error of a source fetched but not stored
 MAX_WARNINGS = 20
 
 
@@ -152,7 +153,7 @@ class _Run:
             return FetchResult(spec.key, "error", http_status, error=exc.reason), None
         except SQLAlchemyError as exc:
             log.warning("storing %s failed: %s", spec.key, _line(exc))
-            return FetchResult(spec.key, "error", None, error=f"storage failed: {_line(exc)}"), None
+            return FetchResult(spec.key, "error", None, error=f"{STORAGE_FAILED}: {_line(exc)}"), None
         except Exception as exc:  # a bug on one source's input must not stop the others
             log.exception("unexpected failure on source %s", spec.key)
             reason = f"internal error: {type(exc).__name__}: {_line(exc)}"

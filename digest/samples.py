@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 from xml.sax.saxutils import escape, quoteattr
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from digest.errors import DigestError
 from digest.resources import data_dir
 
 __all__ = [
@@ -661,10 +662,12 @@ def write_samples(out_dir: Path, now: datetime) -> Path:
     """
     now = _check_now(now)
     content = load_content()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for feed in FEEDS:
-        document = _RENDERERS[feed.style](feed, content, now)
-        (out_dir / feed.filename).write_bytes(document.encode("utf-8"))
-    sources = out_dir / "sources.toml"
-    sources.write_bytes(_render_sources(now).encode("utf-8"))
-    return sources
+    documents = {feed.filename: _RENDERERS[feed.style](feed, content, now) for feed in FEEDS}
+    documents["sources.toml"] = _render_sources(now)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name, document in documents.items():
+            (out_dir / name).write_bytes(document.encode("utf-8"))
+    except OSError as exc:
+        raise DigestError(f"cannot write the samples to {out_dir}: {exc.strerror or exc}") from None
+    return out_dir / "sources.toml"

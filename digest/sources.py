@@ -57,6 +57,10 @@ def load_sources(path: Path | None = None) -> list[SourceSpec]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"DIGEST_SOURCES: cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        line = exc.object[: exc.start].count(b"\n") + 1
+        byte = exc.object[exc.start]
+        raise ConfigError(f"{path}: line {line}: not UTF-8 text (byte {byte:#04x})") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

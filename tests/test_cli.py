@@ -14,6 +14,9 @@ import pytest
 from digest.window import latest_closed
 
 ROOT = Path(__file__).resolve().parent.parent
+# The clock of every command here: a Saturday 03:00 UTC, when the latest closed window (Shanghai)
+# holds the bundled samples' early-morning items (dates are relative to this instant).
+NOW = dt.datetime(2026, 12, 5, 3, 0, tzinfo=dt.UTC)
 
 
 def digest(tmp: Path, *args: str, sources: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -21,6 +24,7 @@ def digest(tmp: Path, *args: str, sources: Path | None = None) -> subprocess.Com
     env = {k: v for k, v in os.environ.items() if not k.startswith("DIGEST_")}
     env["DIGEST_DATABASE_URL"] = f"sqlite+aiosqlite:///{tmp / 'cli.db'}"
     env["DIGEST_VAR_DIR"] = str(tmp / "var")
+    env["DIGEST_NOW"] = NOW.isoformat()
     if sources:
         env["DIGEST_SOURCES"] = str(sources)
     return subprocess.run([sys.executable, "-m", "digest", *args], capture_output=True, text=True,
@@ -36,7 +40,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
     sources = Path(out.stdout.strip())
     run = digest(tmp, "run", "--json", sources=sources)
     assert run.returncode == 0, run.stderr
-    date = latest_closed(dt.datetime.now(dt.UTC), "Asia/Shanghai").isoformat()
+    date = latest_closed(NOW, "Asia/Shanghai").isoformat()
     return tmp, sources, date
 
 

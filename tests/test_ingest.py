@@ -455,3 +455,35 @@ async def test_sync_sources_upserts_and_forgets_validators_of_a_moved_feed(
     assert (row.etag, row.body_hash) == (None, None)
     (listed,) = await source_states(sqlite_sessions)
     assert (listed.key, listed.entries, listed.consecutive_failures) == ("a", 0, 0)
+
+
+async def test_a_full_disk_is_reported_as_storage_not_as_unreachable_sources(
+        tmp_path: Path, server: FeedServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """SQLite refuses to grow (SQLITE_FULL, as on a full disk): the last line says so, exit 1."""
+    from sqlalchemy import event
+
+    from digest.commands import _report
+    from digest.db import make_engine, make_session_factory, migrate
+
+    engine = make_engine(f"sqlite+aiosqlite:///{tmp_path / 'full.db'}")
+    await migrate(engine)
+
+    def no_room(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA page_count")
+        (pages,) = cursor.fetchone()
+        cursor.execute(f"PRAGMA max_page_count = {pages}")
+        cursor.close()
+
+    await engine.dispose()
+    event.listen(engine.sync_engine, "connect", no_room)
+    titles = (f"entry-{n}-" + "x" * 400 for n in range(200))
+    url = server.serve("/big", Reply(news(*titles), content_type=RSS))
+    try:
+        results = await fetch(make_session_factory(engine), spec("big", url))
+    finally:
+        await engine.dispose()
+    assert results[0].status == "error" and "storage failed" in (results[0].error or "")
+    assert _report(results, as_json=True) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "could not be stored" in last and "full" in last and "make demo" not in last

@@ -72,3 +72,12 @@ def test_missing_field_and_bad_toml(tmp_path: Path) -> None:
         load_sources(_write(tmp_path, "[[source]\n"))
     with pytest.raises(ConfigError, match="cannot read"):
         load_sources(tmp_path / "nope.toml")
+
+
+def test_a_non_utf8_source_file_is_one_line_naming_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "sources.toml"
+    path.write_bytes(b'[[source]]\nkey = "x"\nname = "Caf\xe9"\nurl = "a.xml"\n')
+    with pytest.raises(ConfigError) as info:
+        load_sources(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: line 3: not UTF-8") and "\n" not in message
