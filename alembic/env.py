@@ -7,7 +7,7 @@ import asyncio
 from alembic import context
 from sqlalchemy import Connection
 
-from digest.models import Base
+from digest.store.models import Base
 
 config = context.config
 target_metadata = Base.metadata
@@ -38,7 +38,7 @@ def _url() -> str:
 
 
 async def _run_async() -> None:
-    from digest.db import make_engine
+    from digest.store.db import make_engine
 
     engine = make_engine(_url())
     try:

@@ -28,15 +28,15 @@ sys.path.insert(0, str(ROOT))
 
 from sqlalchemy import insert  # noqa: E402
 
-from digest.build import BuildOptions, build_digest  # noqa: E402
-from digest.classify import classify  # noqa: E402
-from digest.db import SessionFactory, open_database  # noqa: E402
-from digest.items import Item  # noqa: E402
-from digest.llm import LLMClient  # noqa: E402
-from digest.models import Entry, Source  # noqa: E402
-from digest.prompts import PROMPT_VERSION, event_message, event_system  # noqa: E402
-from digest.taxonomy import load_taxonomy  # noqa: E402
-from digest.window import window_for  # noqa: E402
+from digest.analyze.classify import classify  # noqa: E402
+from digest.analyze.taxonomy import load_taxonomy  # noqa: E402
+from digest.build.pipeline import BuildOptions, build_digest  # noqa: E402
+from digest.domain.items import Item  # noqa: E402
+from digest.domain.window import window_for  # noqa: E402
+from digest.store.db import SessionFactory, open_database  # noqa: E402
+from digest.store.models import Entry, Source  # noqa: E402
+from digest.write.llm import LLMClient  # noqa: E402
+from digest.write.prompts import PROMPT_VERSION, event_message, event_system  # noqa: E402
 from tests.fake_llm import FakeLLM, Reply, answer  # noqa: E402
 
 DAY = dt.date(2026, 9, 29)

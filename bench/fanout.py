@@ -33,16 +33,16 @@ sys.path.insert(0, str(ROOT))
 import aiosmtplib  # noqa: E402
 from sqlalchemy import insert  # noqa: E402
 
-from digest.build import BuildOptions, build_digest  # noqa: E402
-from digest.db import SessionFactory, open_database  # noqa: E402
-from digest.layers import LAYER_IDS  # noqa: E402
-from digest.models import Entry, Source, Subscriber  # noqa: E402
-from digest.outbox import plan_deliveries  # noqa: E402
-from digest.publish import PublishOptions  # noqa: E402
-from digest.queries import get_digest  # noqa: E402
-from digest.sending import SendOptions  # noqa: E402
-from digest.smtp import SmtpChannel, SmtpConfig  # noqa: E402
-from digest.window import window_for  # noqa: E402
+from digest.build.pipeline import BuildOptions, build_digest  # noqa: E402
+from digest.deliver.outbox import plan_deliveries  # noqa: E402
+from digest.deliver.publish import PublishOptions  # noqa: E402
+from digest.deliver.sending import SendOptions  # noqa: E402
+from digest.deliver.smtp import SmtpChannel, SmtpConfig  # noqa: E402
+from digest.domain.layers import LAYER_IDS  # noqa: E402
+from digest.domain.window import window_for  # noqa: E402
+from digest.store.db import SessionFactory, open_database  # noqa: E402
+from digest.store.models import Entry, Source, Subscriber  # noqa: E402
+from digest.store.queries import get_digest  # noqa: E402
 from tests.publish_runner import DAY, make_runner  # noqa: E402
 
 WINDOW = window_for(DAY, "Asia/Shanghai")

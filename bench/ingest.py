@@ -23,9 +23,9 @@ from pathlib import Path
 
 import feedparser
 
-from digest.db import open_database
-from digest.ingest import FetchOptions, FetchResult, fetch_sources
-from digest.sources import SourceSpec
+from digest.ingest.pipeline import FetchOptions, FetchResult, fetch_sources
+from digest.ingest.sources import SourceSpec
+from digest.store.db import open_database
 
 SKIPPED_SUFFIXES = {".md", ".tsv", ".txt"}
 

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from labelled import SPLITS, evaluate, load, report, split
 
-from digest.taxonomy import load_taxonomy
+from digest.analyze.taxonomy import load_taxonomy
 
 
 def main() -> int:

@@ -25,9 +25,9 @@ from typing import Any, NamedTuple
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from digest.layers import LAYER_IDS  # noqa: E402
-from digest.render import Renderer, personalise  # noqa: E402
-from digest.views import DigestView, EventView, SourceLink, filter_view  # noqa: E402
+from digest.domain.layers import LAYER_IDS  # noqa: E402
+from digest.domain.views import DigestView, EventView, SourceLink, filter_view  # noqa: E402
+from digest.render.renderer import Renderer, personalise  # noqa: E402
 
 SITE = "https://digest.example"
 POPULAR_LAYERS: list[tuple[tuple[str, ...], float]] = [

@@ -37,13 +37,13 @@ from sqlalchemy import insert, text  # noqa: E402
 from bot.commands import Chat, Commands  # noqa: E402
 from bot.telegram_bot import create_channel, reply_parts  # noqa: E402
 from digest.config import Settings, load_settings  # noqa: E402
-from digest.db import SessionFactory, open_database  # noqa: E402
-from digest.layers import LAYER_IDS  # noqa: E402
-from digest.mailer import MailIdentity  # noqa: E402
-from digest.models import Digest, DigestEvent, Entry, Event, EventEntry, Source, Subscriber  # noqa: E402
-from digest.publish import Channels, Composer, PublishOptions, Runner  # noqa: E402
-from digest.render import Renderer  # noqa: E402
-from digest.window import window_for  # noqa: E402
+from digest.deliver.mailer import MailIdentity  # noqa: E402
+from digest.deliver.publish import Channels, Composer, PublishOptions, Runner  # noqa: E402
+from digest.domain.layers import LAYER_IDS  # noqa: E402
+from digest.domain.window import window_for  # noqa: E402
+from digest.render.renderer import Renderer  # noqa: E402
+from digest.store.db import SessionFactory, open_database  # noqa: E402
+from digest.store.models import Digest, DigestEvent, Entry, Event, EventEntry, Source, Subscriber  # noqa: E402
 from tests.fake_telegram import TOKEN, FakeTelegram  # noqa: E402
 from tests.test_bot_commands import DAY, LATER, build_day  # noqa: E402
 

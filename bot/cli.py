@@ -11,7 +11,7 @@ import logging
 import signal
 from typing import TYPE_CHECKING
 
-from digest.db import open_database
+from digest.store.db import open_database
 
 if TYPE_CHECKING:
     from digest.config import Settings

@@ -23,14 +23,15 @@ from dataclasses import dataclass, field
 from sqlalchemy import func, select
 
 from bot.texts import COVERS, DESCRIBE, TEXTS, locale_from
-from digest.db import SessionFactory
-from digest.errors import BuildError, SubscriptionError
-from digest.i18n import component_label, labels
-from digest.layers import BY_ID, LAYER_IDS, LAYERS
-from digest.models import Digest, utcnow
-from digest.queries import event_detail, load_view, recent_events
-from digest.safety import one_line
-from digest.subscriptions import (
+from digest.domain.errors import BuildError, SubscriptionError
+from digest.domain.layers import BY_ID, LAYER_IDS, LAYERS
+from digest.domain.views import DigestView, filter_view
+from digest.render.i18n import component_label, labels
+from digest.render.safety import one_line
+from digest.store.db import SessionFactory
+from digest.store.models import Digest, utcnow
+from digest.store.queries import event_detail, load_view, recent_events
+from digest.subscribe.subscriptions import (
     ACTIVE,
     SubscriberView,
     find_by_address,
@@ -38,7 +39,6 @@ from digest.subscriptions import (
     subscribe,
     unsubscribe,
 )
-from digest.views import DigestView, filter_view
 
 Permission = Callable[[], Awaitable[bool]]
 MIN_SCORES = (0, 30, 50, 70)

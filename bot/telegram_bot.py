@@ -55,17 +55,17 @@ from telegram.warnings import PTBDeprecationWarning
 from bot.commands import Button, Chat, Commands, Line, Reply, command_descriptions
 from bot.ratelimit import RateLimiter
 from bot.texts import LOCALES, TEXTS, locale_from
-from digest.channels import Message as PushMessage
-from digest.channels import Outcome, SendResult
-from digest.errors import ConfigError, DigestError
-from digest.models import utcnow
-from digest.render import Renderer
-from digest.safety import safe_url, tg_attr, tg_escape
-from digest.split import split_telegram
+from digest.deliver.channels import Message as PushMessage
+from digest.deliver.channels import Outcome, SendResult
+from digest.domain.errors import ConfigError, DigestError
+from digest.render.renderer import Renderer
+from digest.render.safety import safe_url, tg_attr, tg_escape
+from digest.render.split import split_telegram
+from digest.store.models import utcnow
 
 if TYPE_CHECKING:
     from digest.config import Settings
-    from digest.db import SessionFactory
+    from digest.store.db import SessionFactory
 
 log = logging.getLogger(__name__)
 NAME = "telegram"

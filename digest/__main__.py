@@ -1,5 +1,5 @@
 """``python -m digest`` runs the CLI."""
 
-from digest.cli import main
+from digest.cli.main import main
 
 raise SystemExit(main())

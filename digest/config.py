@@ -32,9 +32,9 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from digest.clock import Clock, make_clock
-from digest.errors import ConfigError
-from digest.layers import LAYER_IDS
+from digest.domain.clock import Clock, make_clock
+from digest.domain.errors import ConfigError
+from digest.domain.layers import LAYER_IDS
 
 LOCALES = ("zh", "en")
 TOML_FILE = "digest.toml"

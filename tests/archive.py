@@ -6,11 +6,11 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from digest.build import BuildOptions, build_digest
-from digest.db import SessionFactory
-from digest.queries import load_view
-from digest.render import Renderer
-from digest.window import window_for
+from digest.build.pipeline import BuildOptions, build_digest
+from digest.domain.window import window_for
+from digest.render.renderer import Renderer
+from digest.store.db import SessionFactory
+from digest.store.queries import load_view
 from tests.builders import COMPILER_PAPERS, add_entry, add_source
 
 TZ = "Asia/Shanghai"

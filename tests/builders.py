@@ -7,8 +7,8 @@ import hashlib
 import itertools
 from typing import Any
 
-from digest.db import SessionFactory
-from digest.models import Entry, Source
+from digest.store.db import SessionFactory
+from digest.store.models import Entry, Source
 
 _counter = itertools.count(1)
 

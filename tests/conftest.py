@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import make_url
 
-from digest.db import SessionFactory, open_database
-from digest.views import DigestView, EventView, SourceLink
+from digest.domain.views import DigestView, EventView, SourceLink
+from digest.store.db import SessionFactory, open_database
 
 POSTGRES_URL = os.environ.get("DIGEST_TEST_POSTGRES_URL", "")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -110,7 +110,7 @@ def postgres_url() -> Iterator[str]:
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     """A fresh SQLite database file for one test."""
-    return f"sqlite+aiosqlite:///{tmp_path / 'digest.db'}"
+    return f"sqlite+aiosqlite:///{tmp_path / 'digest.store.db'}"
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -22,10 +22,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from digest.classify import classify
-from digest.items import Item
-from digest.layers import LAYER_IDS
-from digest.taxonomy import Taxonomy
+from digest.analyze.classify import classify
+from digest.analyze.taxonomy import Taxonomy
+from digest.domain.items import Item
+from digest.domain.layers import LAYER_IDS
 
 LABELLED = Path(__file__).resolve().parent / "data" / "labelled.jsonl"
 _DEFAULT_KEYS = {"arxiv": "arxiv-cs.pl", "rss": "blog", "github-releases": "gh-unknown"}

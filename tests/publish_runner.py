@@ -6,17 +6,17 @@ import asyncio
 import datetime as dt
 from collections.abc import Callable, Sequence
 
-from digest.build import BuildOptions, build_digest
-from digest.channels import Message, Outcome, PushChannel, SendResult
-from digest.db import SessionFactory
-from digest.errors import ConfigError
-from digest.layers import LAYER_IDS
-from digest.mailer import MailIdentity
-from digest.models import Subscriber
-from digest.publish import Channels, Composer, PublishOptions, Runner
-from digest.render import Renderer
-from digest.sending import SendOptions, Sleep
-from digest.window import window_for
+from digest.build.pipeline import BuildOptions, build_digest
+from digest.deliver.channels import Message, Outcome, PushChannel, SendResult
+from digest.deliver.mailer import MailIdentity
+from digest.deliver.publish import Channels, Composer, PublishOptions, Runner
+from digest.deliver.sending import SendOptions, Sleep
+from digest.domain.errors import ConfigError
+from digest.domain.layers import LAYER_IDS
+from digest.domain.window import window_for
+from digest.render.renderer import Renderer
+from digest.store.db import SessionFactory
+from digest.store.models import Subscriber
 from tests.builders import COMPILER_PAPERS, add_entry, add_source
 
 DAY = dt.date(2026, 9, 29)

@@ -16,11 +16,11 @@ from bot.commands import (
     parse_recent,
     parse_subscribe,
 )
-from digest.build import BuildOptions, build_digest
-from digest.db import SessionFactory
-from digest.layers import LAYER_IDS
-from digest.subscriptions import SubscriberView, find_by_address
-from digest.window import window_for
+from digest.build.pipeline import BuildOptions, build_digest
+from digest.domain.layers import LAYER_IDS
+from digest.domain.window import window_for
+from digest.store.db import SessionFactory
+from digest.subscribe.subscriptions import SubscriberView, find_by_address
 from tests.builders import COMPILER_PAPERS, add_entry, add_source
 
 DAY = dt.date(2026, 9, 29)

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from digest.cmd_web import run_web
+from digest.cli.web import run_web
 from digest.config import load_settings
-from digest.db import open_database
+from digest.store.db import open_database
 from tests.archive import DATES, SITE_URL, TZ, Archive, build_archive
 from tests.browser import ARTIFACTS, launch, require_browser
 

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from sqlalchemy import select
 
-from digest.cmd_publish import runner
-from digest.cmd_web import run_web
+from digest.cli.publish import runner
+from digest.cli.web import run_web
 from digest.config import Settings, load_settings
-from digest.db import open_database
-from digest.models import Subscriber
-from digest.publish import PublishOptions
+from digest.deliver.publish import PublishOptions
+from digest.store.db import open_database
+from digest.store.models import Subscriber
 from tests.archive import DATES, TZ, Archive, build_archive
 from tests.browser import ARTIFACTS, launch, require_browser
 from tests.smtpserver import SMTPTestServer, smtp_server

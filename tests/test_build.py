@@ -6,11 +6,11 @@ import datetime as dt
 
 from sqlalchemy import func, select
 
-from digest.build import BuildOptions, build_digest
-from digest.db import SessionFactory
-from digest.models import Digest, DigestEvent, Entry, Event, LLMCache
-from digest.queries import load_view
-from digest.window import window_for
+from digest.build.pipeline import BuildOptions, build_digest
+from digest.domain.window import window_for
+from digest.store.db import SessionFactory
+from digest.store.models import Digest, DigestEvent, Entry, Event, LLMCache
+from digest.store.queries import load_view
 from tests.builders import COMPILER_PAPERS, NEGATIVE, add_entry, add_source
 
 DAY = dt.date(2026, 9, 29)

@@ -14,13 +14,14 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
-from digest import analyze, prompts
-from digest.build import BuildOptions, build_digest
-from digest.db import SessionFactory
-from digest.llm import LLMClient
-from digest.models import Digest, DigestEvent, Event
-from digest.queries import load_view
-from digest.views import EventView
+from digest.build import analyze
+from digest.build.pipeline import BuildOptions, build_digest
+from digest.domain.views import EventView
+from digest.store.db import SessionFactory
+from digest.store.models import Digest, DigestEvent, Event
+from digest.store.queries import load_view
+from digest.write import prompts
+from digest.write.llm import LLMClient
 from tests.builders import COMPILER_PAPERS, add_entry, add_source
 from tests.fake_llm import FakeLLM, Reply, Seen, answer, server_error
 from tests.test_build import DAY, NOW, WINDOW

@@ -10,8 +10,7 @@ import pytest
 from labelled import evaluate, load, split
 from sqlalchemy import select
 
-from digest.build import BuildOptions, build_digest
-from digest.classify import (
+from digest.analyze.classify import (
     classify,
     classify_items,
     is_borderline,
@@ -21,24 +20,25 @@ from digest.classify import (
     relevance_distance,
     with_verdict,
 )
-from digest.db import SessionFactory
-from digest.errors import ConfigError
-from digest.fetch import FetchOptions
-from digest.ingest import fetch_sources
-from digest.items import Item
-from digest.layers import LAYER_IDS
-from digest.models import Event
-from digest.queries import load_view
-from digest.samples import write_samples
-from digest.sources import load_sources
-from digest.taxonomy import (
+from digest.analyze.taxonomy import (
     PhraseMatcher,
     Taxonomy,
     default_taxonomy_path,
     figures,
     load_taxonomy,
 )
-from digest.window import latest_closed
+from digest.build.pipeline import BuildOptions, build_digest
+from digest.domain.errors import ConfigError
+from digest.domain.items import Item
+from digest.domain.layers import LAYER_IDS
+from digest.domain.window import latest_closed
+from digest.ingest.fetch import FetchOptions
+from digest.ingest.pipeline import fetch_sources
+from digest.ingest.samples import write_samples
+from digest.ingest.sources import load_sources
+from digest.store.db import SessionFactory
+from digest.store.models import Event
+from digest.store.queries import load_view
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from digest.window import latest_closed
+from digest.domain.window import latest_closed
 
 ROOT = Path(__file__).resolve().parent.parent
 # The clock of every command here: a Saturday 03:00 UTC, when the latest closed window (Shanghai)

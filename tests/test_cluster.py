@@ -6,14 +6,14 @@ import random
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 
-from digest.cluster import (
+from digest.analyze.cluster import (
     Cluster,
     arxiv_id_in,
     cluster,
     cluster_keys,
     normalise_url,
 )
-from digest.items import Item
+from digest.domain.items import Item
 
 T0 = datetime(2026, 9, 28, 0, 0, tzinfo=UTC)
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from digest import cli, cmd_subscribers
-from digest.layers import LAYER_IDS
+from digest.cli import main as cli
+from digest.cli import subscribers as cmd_subscribers
+from digest.domain.layers import LAYER_IDS
 
 Run = Callable[..., tuple[int, str, str]]
 _build_parser = cli.build_parser
@@ -157,9 +158,9 @@ def _unsubscribe(address: str, tmp_path: Path) -> None:
     """Unsubscribe through the service, as the web link would."""
     import asyncio
 
-    from digest import subscriptions
-    from digest.db import open_database
-    from digest.models import utcnow
+    from digest.store.db import open_database
+    from digest.store.models import utcnow
+    from digest.subscribe import subscriptions
 
     async def go() -> None:
         async with open_database(f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}") as sessions, \

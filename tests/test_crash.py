@@ -33,9 +33,9 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from digest.db import open_database
-from digest.models import Delivery
-from digest.outbox import SENDING
+from digest.deliver.outbox import SENDING
+from digest.store.db import open_database
+from digest.store.models import Delivery
 from tests.publish_runner import DAY, NOW, add_subscriber, build_day
 from tests.smtpserver import Faults, SMTPTestServer, smtp_server
 

@@ -22,13 +22,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 
-from digest.build import BuildOptions, build_digest
-from digest.channels import Message, Outcome
+from digest.build.pipeline import BuildOptions, build_digest
 from digest.config import Settings, load_settings
-from digest.confirm_mail import ALREADY, CONFIRM, TEXTS, compose
-from digest.db import SessionFactory
-from digest.errors import ConfigError, SubscriptionError
-from digest.mailer import (
+from digest.deliver.channels import Message, Outcome
+from digest.deliver.confirm_mail import ALREADY, CONFIRM, TEXTS, compose
+from digest.deliver.mailer import (
     EmailTemplate,
     MailIdentity,
     PersonalLinks,
@@ -38,17 +36,19 @@ from digest.mailer import (
     preview_eml,
     sendable_address,
 )
-from digest.models import Subscriber
-from digest.queries import load_view
-from digest.render import Renderer
-from digest.render_email import PREFERENCES_PLACEHOLDER as PREFS
-from digest.render_email import SUBJECT_MAX, EmailParts
-from digest.render_email import UNSUBSCRIBE_PLACEHOLDER as UNSUB
-from digest.safety import one_line
-from digest.smtp import SmtpChannel, SmtpConfig
-from digest.subscriptions import validate_address
-from digest.views import DigestView, EventView, SourceLink
-from digest.window import window_for
+from digest.deliver.smtp import SmtpChannel, SmtpConfig
+from digest.domain.errors import ConfigError, SubscriptionError
+from digest.domain.views import DigestView, EventView, SourceLink
+from digest.domain.window import window_for
+from digest.render.email import PREFERENCES_PLACEHOLDER as PREFS
+from digest.render.email import SUBJECT_MAX, EmailParts
+from digest.render.email import UNSUBSCRIBE_PLACEHOLDER as UNSUB
+from digest.render.renderer import Renderer
+from digest.render.safety import one_line
+from digest.store.db import SessionFactory
+from digest.store.models import Subscriber
+from digest.store.queries import load_view
+from digest.subscribe.subscriptions import validate_address
 from tests.builders import add_entry, add_source
 from tests.publish_runner import SITE, add_subscriber, make_runner
 from tests.smtpserver import SMTPTestServer, smtp_server

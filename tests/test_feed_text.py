@@ -22,18 +22,18 @@ from feedserver import FeedServer, Reply
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from digest.build import BuildOptions, build_digest
-from digest.db import SessionFactory
-from digest.feedtext import absolute_url, canonical_url, field_text
-from digest.fetch import FetchOptions
-from digest.ingest import fetch_sources
-from digest.normalize import NormalizedEntry, feed_context, normalize_feed
-from digest.queries import load_view
-from digest.render import Renderer
-from digest.safety import clean_text, discord_escape, md_escape, tg_escape
-from digest.sources import SourceSpec
-from digest.split import telegram_text
-from digest.window import window_for
+from digest.build.pipeline import BuildOptions, build_digest
+from digest.domain.window import window_for
+from digest.ingest.feedtext import absolute_url, canonical_url, field_text
+from digest.ingest.fetch import FetchOptions
+from digest.ingest.normalize import NormalizedEntry, feed_context, normalize_feed
+from digest.ingest.pipeline import fetch_sources
+from digest.ingest.sources import SourceSpec
+from digest.render.renderer import Renderer
+from digest.render.safety import clean_text, discord_escape, md_escape, tg_escape
+from digest.render.split import telegram_text
+from digest.store.db import SessionFactory
+from digest.store.queries import load_view
 
 DAY = dt.date(2026, 9, 29)
 WINDOW = window_for(DAY, "Asia/Shanghai")

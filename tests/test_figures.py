@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from digest.figures import extract_figures, unsupported_figures
+from digest.write.figures import extract_figures, unsupported_figures
 
 # Phrases from the seeds' sources, as the check sees them.
 SOURCE = (

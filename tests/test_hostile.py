@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from digest.render import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER, Renderer
-from digest.safety import clean_text, discord_escape
-from digest.split import TELEGRAM_LIMIT, discord_problems, telegram_text, utf16_len
-from digest.views import DigestView, EventView, SourceLink
-from digest.wrap import MAX_LINE_OCTETS
+from digest.domain.views import DigestView, EventView, SourceLink
+from digest.render.renderer import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER, Renderer
+from digest.render.safety import clean_text, discord_escape
+from digest.render.split import TELEGRAM_LIMIT, discord_problems, telegram_text, utf16_len
+from digest.render.wrap import MAX_LINE_OCTETS
 from tests.test_split import check_telegram, parse, squash
 
 SCRIPT = "<script>alert(1)</script>"

@@ -22,8 +22,7 @@ from feeds import arxiv_item, arxiv_listing, atom, github_releases, rfc822, rss
 from feedserver import FeedServer, Reply
 from sqlalchemy import func, select
 
-from digest.db import SessionFactory
-from digest.ingest import (
+from digest.ingest.pipeline import (
     FetchOptions,
     FetchResult,
     SourceState,
@@ -31,8 +30,9 @@ from digest.ingest import (
     source_states,
     sync_sources,
 )
-from digest.models import Entry, FetchLog, Source
-from digest.sources import SourceSpec
+from digest.ingest.sources import SourceSpec
+from digest.store.db import SessionFactory
+from digest.store.models import Entry, FetchLog, Source
 
 NOW = dt.datetime.now(dt.UTC).replace(microsecond=0)
 HOUR_AGO = NOW - dt.timedelta(hours=1)
@@ -462,8 +462,8 @@ async def test_a_full_disk_is_reported_as_storage_not_as_unreachable_sources(
     """SQLite refuses to grow (SQLITE_FULL, as on a full disk): the last line says so, exit 1."""
     from sqlalchemy import event
 
-    from digest.commands import _report
-    from digest.db import make_engine, make_session_factory, migrate
+    from digest.cli.ingest import _report
+    from digest.store.db import make_engine, make_session_factory, migrate
 
     engine = make_engine(f"sqlite+aiosqlite:///{tmp_path / 'full.db'}")
     await migrate(engine)

@@ -23,9 +23,9 @@ from fake_llm import (
 )
 from sqlalchemy import func, select
 
-from digest.db import SessionFactory
-from digest.llm import LLMAnswer, LLMClient, LLMFailure, estimate_tokens, retry_after_seconds
-from digest.models import LLMCache
+from digest.store.db import SessionFactory
+from digest.store.models import LLMCache
+from digest.write.llm import LLMAnswer, LLMClient, LLMFailure, estimate_tokens, retry_after_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 DAY_START = dt.datetime(2026, 9, 16, 0, 0, tzinfo=dt.UTC)
@@ -133,7 +133,7 @@ async def test_persistent_500_gives_up_after_max_attempts(
 ) -> None:
     fake.default = server_error()
     client = make_client(max_attempts=3)
-    with caplog.at_level(logging.WARNING, logger="digest.llm"):
+    with caplog.at_level(logging.WARNING, logger="digest.write.llm"):
         result = await client.ask_json("v1", "sys", "user")
     assert result == LLMFailure("server_error")
     assert len(fake.requests) == 3

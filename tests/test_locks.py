@@ -26,9 +26,10 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from digest.clock import system_now
-from digest.db import make_engine, migrate, open_database
-from digest.locks import (
+from digest.domain.clock import system_now
+from digest.domain.window import window_for
+from digest.store.db import make_engine, migrate, open_database
+from digest.store.locks import (
     FETCH_LOCK,
     LEASE,
     LockBusy,
@@ -40,8 +41,7 @@ from digest.locks import (
     publish_lock,
     run_lock,
 )
-from digest.models import RunLock
-from digest.window import window_for
+from digest.store.models import RunLock
 from tests.builders import COMPILER_PAPERS, add_entry, add_source
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -184,8 +184,8 @@ async def _is(value: Awaitable[object], expected: object) -> bool:
 
 HOLDER = """
 import asyncio, datetime as dt, sys
-from digest.db import make_engine, migrate
-from digest.locks import run_lock
+from digest.store.db import make_engine, migrate
+from digest.store.locks import run_lock
 
 async def main(url, name, start):
     engine = make_engine(url)
@@ -285,7 +285,7 @@ async def test_an_advisory_lock_goes_with_its_connection(postgres_url: str) -> N
 
 MIGRATE = """
 import asyncio, sys
-from digest.db import make_engine, migrate
+from digest.store.db import make_engine, migrate
 
 async def main(url):
     engine = make_engine(url)

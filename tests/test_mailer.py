@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from digest.channels import Message, Outcome
-from digest.errors import ConfigError
-from digest.mailer import (
+from digest.deliver.channels import Message, Outcome
+from digest.deliver.mailer import (
     EmailTemplate,
     FileOutbox,
     MailIdentity,
@@ -24,10 +23,11 @@ from digest.mailer import (
     outbox_name,
     personal_links,
 )
-from digest.render_email import PREFERENCES_PLACEHOLDER as PREFS
-from digest.render_email import UNSUBSCRIBE_PLACEHOLDER as UNSUB
-from digest.render_email import EmailParts
-from digest.smtp import SmtpChannel, SmtpConfig
+from digest.deliver.smtp import SmtpChannel, SmtpConfig
+from digest.domain.errors import ConfigError
+from digest.render.email import PREFERENCES_PLACEHOLDER as PREFS
+from digest.render.email import UNSUBSCRIBE_PLACEHOLDER as UNSUB
+from digest.render.email import EmailParts
 from tests.smtpserver import Faults, smtp_server
 
 IDENTITY = MailIdentity.from_settings("Compiler Digest <digest@example.org>", "leave@example.org")

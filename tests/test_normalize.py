@@ -12,10 +12,10 @@ import feedparser
 import pytest
 from feeds import arxiv_item, arxiv_listing, atom, github_releases, rfc822, rss
 
-from digest.extids import is_prerelease
-from digest.feedtext import canonical_url, plain_text, truncate
-from digest.jsonfeed import parse_json_feed
-from digest.normalize import (
+from digest.ingest.extids import is_prerelease
+from digest.ingest.feedtext import canonical_url, plain_text, truncate
+from digest.ingest.jsonfeed import parse_json_feed
+from digest.ingest.normalize import (
     SUMMARY_MAX,
     FeedContext,
     NormalizedFeed,

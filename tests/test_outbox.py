@@ -11,9 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 
-from digest.db import SessionFactory, open_database
-from digest.models import Delivery, Digest, Subscriber
-from digest.outbox import (
+from digest.deliver.outbox import (
     BUG,
     EXHAUSTED,
     FAILED,
@@ -34,7 +32,9 @@ from digest.outbox import (
     renew,
     requeue_failed,
 )
-from digest.publish import PublishReport
+from digest.deliver.publish import PublishReport
+from digest.store.db import SessionFactory, open_database
+from digest.store.models import Delivery, Digest, Subscriber
 from tests.publish_runner import NOW, RecordingChannel, add_subscriber, build_day, make_runner
 
 LEASE = dt.timedelta(minutes=10)

@@ -16,17 +16,17 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from digest.channels import Message, Outcome, SendResult
-from digest.db import SessionFactory
-from digest.errors import BuildError
-from digest.mailer import FileOutbox
-from digest.models import Delivery, Subscriber
-from digest.outbox import FAILED, PLANNED, SENDING, SENT, SKIPPED, Held, claim, held_rows
-from digest.publish import PublishOptions
-from digest.queries import load_view
-from digest.sending import DeliveryError
-from digest.smtp import SmtpChannel, SmtpConfig
-from digest.tokens import UNSUBSCRIBE, read_token
+from digest.deliver.channels import Message, Outcome, SendResult
+from digest.deliver.mailer import FileOutbox
+from digest.deliver.outbox import FAILED, PLANNED, SENDING, SENT, SKIPPED, Held, claim, held_rows
+from digest.deliver.publish import PublishOptions
+from digest.deliver.sending import DeliveryError
+from digest.deliver.smtp import SmtpChannel, SmtpConfig
+from digest.domain.errors import BuildError
+from digest.store.db import SessionFactory
+from digest.store.models import Delivery, Subscriber
+from digest.store.queries import load_view
+from digest.subscribe.tokens import UNSUBSCRIBE, read_token
 from tests.publish_runner import (
     DAY,
     FAST,
@@ -359,7 +359,7 @@ def _cli(tmp: Path, *args: str, **settings: str) -> subprocess.CompletedProcess[
 
 
 async def test_cli_publish_reports_as_json_and_as_a_table(tmp_path: Path) -> None:
-    from digest.db import open_database
+    from digest.store.db import open_database
 
     unbuilt = _cli(tmp_path, "publish", "--date", str(DAY))
     assert unbuilt.returncode == 1 and "build it first" in unbuilt.stderr
@@ -381,8 +381,8 @@ async def test_cli_publish_reports_as_json_and_as_a_table(tmp_path: Path) -> Non
 async def test_preview_eml_is_the_message_a_filtered_reader_gets(sqlite_sessions: SessionFactory,
                                                                  tmp_path: Path) -> None:
     from digest.config import load_settings
-    from digest.mailer import preview_eml
-    from digest.views import filter_view
+    from digest.deliver.mailer import preview_eml
+    from digest.domain.views import filter_view
 
     await build_day(sqlite_sessions)
     async with sqlite_sessions() as session:
@@ -423,7 +423,7 @@ async def test_chat_bug_failures_are_retried_by_the_worker_and_refusals_are_not(
 
 async def test_retry_failed_resends_bug_failures_once_fixed_and_leaves_refusals_alone(
         sqlite_sessions: SessionFactory, caplog: pytest.LogCaptureFixture) -> None:
-    from digest.render import Renderer
+    from digest.render.renderer import Renderer
 
     await build_day(sqlite_sessions)
     for address in ("ok@example.com", "gone@example.com"):
@@ -513,7 +513,7 @@ async def test_a_slow_live_sender_keeps_its_rows_by_its_heartbeat(sqlite_session
 
 
 async def test_cli_reports_rows_held_by_another_run_and_when_they_fall_due(tmp_path: Path) -> None:
-    from digest.db import open_database
+    from digest.store.db import open_database
 
     url = f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}"
     async with open_database(url) as sessions:
@@ -544,7 +544,7 @@ async def test_cli_reports_rows_held_by_another_run_and_when_they_fall_due(tmp_p
 
 async def test_cli_bug_failure_exits_1_with_a_note_and_retry_failed_sends_it_once_fixed(
         tmp_path: Path) -> None:
-    from digest.db import open_database
+    from digest.store.db import open_database
 
     hostile = "bad@example.com\r\nBcc: spy@example.com"  # stored by a bug elsewhere; no header may carry it
     async with open_database(f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}") as sessions:

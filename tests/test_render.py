@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from digest.render import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER, Renderer, personalise
-from digest.render_chat import LAYER_COLOURS
-from digest.split import TELEGRAM_LIMIT, discord_problems, telegram_length, telegram_text
-from digest.views import DigestView, EventView, SourceLink
-from digest.wrap import text_width
+from digest.domain.views import DigestView, EventView, SourceLink
+from digest.render.chat import LAYER_COLOURS
+from digest.render.renderer import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER, Renderer, personalise
+from digest.render.split import TELEGRAM_LIMIT, discord_problems, telegram_length, telegram_text
+from digest.render.wrap import text_width
 
 GOLDEN = Path(__file__).parent / "golden"
 SITE = "https://digest.example"
@@ -209,7 +209,8 @@ def test_preview_prints_exactly_what_would_be_sent(
     fmt: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
     make_view: Callable[..., DigestView], make_event: Callable[..., EventView],
 ) -> None:
-    from digest import cli, queries
+    from digest.cli import main as cli
+    from digest.store import queries
 
     view = fixed_view("zh", make_view, make_event)
 

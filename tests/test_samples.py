@@ -13,8 +13,8 @@ from zoneinfo import ZoneInfo
 import feedparser
 import pytest
 
-from digest.samples import FEEDS, sample_items, write_samples
-from digest.sources import SourceSpec, load_sources
+from digest.ingest.samples import FEEDS, sample_items, write_samples
+from digest.ingest.sources import SourceSpec, load_sources
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 NOWS = [

@@ -7,12 +7,12 @@ from dataclasses import replace
 
 import pytest
 
-from digest.classify import Classification, classify
-from digest.errors import ConfigError
-from digest.items import Item
-from digest.layers import LAYER_IDS
-from digest.score import COMPONENTS, ScoreWeights, publishers, score
-from digest.taxonomy import load_taxonomy
+from digest.analyze.classify import Classification, classify
+from digest.analyze.score import COMPONENTS, ScoreWeights, publishers, score
+from digest.analyze.taxonomy import load_taxonomy
+from digest.domain.errors import ConfigError
+from digest.domain.items import Item
+from digest.domain.layers import LAYER_IDS
 
 
 def item(entry_id: int = 1, *, key: str = "arxiv-cs.pl", kind: str = "arxiv",

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from digest.classify import classify
-from digest.items import Item
-from digest.score import score
-from digest.taxonomy import Taxonomy, load_taxonomy
+from digest.analyze.classify import classify
+from digest.analyze.score import score
+from digest.analyze.taxonomy import Taxonomy, load_taxonomy
+from digest.domain.items import Item
 
 TORCH_PIM = (
     "Torch-PIM: Automated Profile-Guided PIM Offloading for PyTorch",

@@ -24,14 +24,14 @@ from typing import IO, TYPE_CHECKING
 
 import httpx
 
-from digest.cmd_web import make_server, run_web
+from digest.cli.web import make_server, run_web
 from digest.config import load_settings
-from digest.confirm_mail import one_shot
-from digest.db import SessionFactory
-from digest.smtp import SmtpChannel, SmtpConfig
-from digest.throttle import Throttle
-from digest.web import create_app
-from digest.web_subscribe import SubscriptionSetup
+from digest.deliver.confirm_mail import one_shot
+from digest.deliver.smtp import SmtpChannel, SmtpConfig
+from digest.store.db import SessionFactory
+from digest.subscribe.throttle import Throttle
+from digest.web.app import create_app
+from digest.web.subscribe import SubscriptionSetup
 from tests.archive import SITE_URL, TZ, renderer
 from tests.smtpserver import Faults, SMTPTestServer, smtp_server
 from tests.test_web_subscribe import IDENTITY, SECRET, Clock, token_in

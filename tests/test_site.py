@@ -13,13 +13,13 @@ from pathlib import Path
 import feedparser
 import pytest
 
-from digest.cmd_web import serve_cmd, site_cmd
+from digest.cli.web import serve_cmd, site_cmd
 from digest.config import load_settings
-from digest.db import SessionFactory
-from digest.errors import UsageError
-from digest.layers import LAYER_IDS
-from digest.queries import load_view
-from digest.site import ExportError, export_site
+from digest.domain.errors import UsageError
+from digest.domain.layers import LAYER_IDS
+from digest.store.db import SessionFactory
+from digest.store.queries import load_view
+from digest.web.site import ExportError, export_site
 from tests.archive import DATES, NOW, SITE_URL, TZ, build_archive, renderer
 
 _LINK = re.compile(r'(?:href|src)="([^"]*)"')
@@ -169,4 +169,4 @@ async def test_export_replaces_an_earlier_export_whole_and_refuses_other_folders
     with pytest.raises(ExportError, match="not an earlier export"):
         await export(foreign)
     assert listing(foreign) == ["notes.txt"]
-    assert [n for n in listing(tmp_path) if not n.startswith("digest.db")] == ["home", "public"]
+    assert [n for n in listing(tmp_path) if not n.startswith("digest.store.db")] == ["home", "public"]

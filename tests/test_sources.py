@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from digest.errors import ConfigError
-from digest.sources import load_sources
+from digest.domain.errors import ConfigError
+from digest.ingest.sources import load_sources
 
 
 def _write(tmp_path: Path, text: str) -> Path:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from digest.safety import discord_escape
-from digest.split import (
+from digest.render.safety import discord_escape
+from digest.render.split import (
     TELEGRAM_BUDGET,
     TELEGRAM_LIMIT,
     discord_problems,
@@ -21,7 +21,7 @@ from digest.split import (
     split_telegram,
     utf16_len,
 )
-from digest.wrap import MAX_LINE_OCTETS, text_width, wrap_text
+from digest.render.wrap import MAX_LINE_OCTETS, text_width, wrap_text
 
 TELEGRAM_TAGS = {"b", "i", "u", "s", "a", "code", "pre", "blockquote", "tg-spoiler", "span"}
 WORDS = ["MLIR", "Triton", "kernel", "lowering", "x86", "PTX", "a", "of", "the", "fusion"]

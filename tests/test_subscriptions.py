@@ -9,13 +9,13 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from digest import subscriptions as subs
-from digest.cmd_subscribers import export_csv, import_csv
-from digest.db import SessionFactory
-from digest.errors import SubscriberNotFound, SubscriptionError, TokenError
-from digest.layers import LAYER_IDS
-from digest.models import Delivery, Digest, Subscriber
-from digest.tokens import PREFERENCES, UNSUBSCRIBE, make_token
+from digest.cli.subscribers import export_csv, import_csv
+from digest.domain.errors import SubscriberNotFound, SubscriptionError, TokenError
+from digest.domain.layers import LAYER_IDS
+from digest.store.db import SessionFactory
+from digest.store.models import Delivery, Digest, Subscriber
+from digest.subscribe import subscriptions as subs
+from digest.subscribe.tokens import PREFERENCES, UNSUBSCRIBE, make_token
 
 NOW = dt.datetime(2025, 3, 1, 8, 0, tzinfo=dt.UTC)
 LATER = NOW + dt.timedelta(hours=1)

@@ -25,15 +25,15 @@ from bot.telegram_bot import (
     running,
     span_html,
 )
-from digest.channels import Message, Outcome, PushChannel
 from digest.config import Settings, load_settings
-from digest.db import SessionFactory
-from digest.errors import ConfigError
-from digest.mailer import MailIdentity
-from digest.publish import Channels, Composer, PublishOptions, Runner
-from digest.render import Renderer
-from digest.sending import SendOptions
-from digest.subscriptions import find_by_address, subscribe
+from digest.deliver.channels import Message, Outcome, PushChannel
+from digest.deliver.mailer import MailIdentity
+from digest.deliver.publish import Channels, Composer, PublishOptions, Runner
+from digest.deliver.sending import SendOptions
+from digest.domain.errors import ConfigError
+from digest.render.renderer import Renderer
+from digest.store.db import SessionFactory
+from digest.subscribe.subscriptions import find_by_address, subscribe
 from tests.fake_telegram import TOKEN, FakeTelegram, check_html
 from tests.test_bot_commands import DAY, LATER, build_day
 

@@ -6,8 +6,8 @@ import datetime as dt
 
 import pytest
 
-from digest.errors import TokenError
-from digest.tokens import CONFIRM, PREFERENCES, UNSUBSCRIBE, make_token, read_token
+from digest.domain.errors import TokenError
+from digest.subscribe.tokens import CONFIRM, PREFERENCES, UNSUBSCRIBE, make_token, read_token
 
 SECRET = "test-secret"
 T0 = dt.datetime(2025, 3, 1, 8, 0, tzinfo=dt.UTC)

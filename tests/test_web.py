@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from digest.db import SessionFactory, make_engine, make_session_factory
-from digest.models import Digest
-from digest.queries import load_view
-from digest.web import create_app, negotiate
+from digest.store.db import SessionFactory, make_engine, make_session_factory
+from digest.store.models import Digest
+from digest.store.queries import load_view
+from digest.web.app import create_app, negotiate
 from tests.archive import DATES, NOW, SITE_URL, TZ, Archive, build_archive, renderer
 
 DAY = DATES[0]

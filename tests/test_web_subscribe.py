@@ -15,18 +15,18 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from digest import subscriptions
-from digest.confirm_mail import compose, one_shot
-from digest.db import SessionFactory
-from digest.layers import LAYER_IDS
-from digest.mailer import MailIdentity, personal_links
-from digest.models import Subscriber
-from digest.smtp import SmtpChannel, SmtpConfig
-from digest.throttle import SlidingWindow, Throttle, client_key
-from digest.tokens import CONFIRM, PREFERENCES, UNSUBSCRIBE, make_token
-from digest.web import SECURITY_HEADERS, create_app
-from digest.web_forms import form_token, form_token_ok, same_origin
-from digest.web_subscribe import SubscriptionSetup
+from digest.deliver.confirm_mail import compose, one_shot
+from digest.deliver.mailer import MailIdentity, personal_links
+from digest.deliver.smtp import SmtpChannel, SmtpConfig
+from digest.domain.layers import LAYER_IDS
+from digest.store.db import SessionFactory
+from digest.store.models import Subscriber
+from digest.subscribe import subscriptions
+from digest.subscribe.throttle import SlidingWindow, Throttle, client_key
+from digest.subscribe.tokens import CONFIRM, PREFERENCES, UNSUBSCRIBE, make_token
+from digest.web.app import SECURITY_HEADERS, create_app
+from digest.web.forms import form_token, form_token_ok, same_origin
+from digest.web.subscribe import SubscriptionSetup
 from tests.archive import SITE_URL, TZ, renderer
 from tests.smtpserver import Received, SMTPTestServer, smtp_server
 

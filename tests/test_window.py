@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from digest.window import date_of, latest_closed, window_for
+from digest.domain.window import date_of, latest_closed, window_for
 
 SH = ZoneInfo("Asia/Shanghai")
 

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from fake_llm import FakeLLM, answer
 
-from digest import prompts
-from digest.db import SessionFactory
-from digest.llm import LLMClient
-from digest.write import (
+from digest.store.db import SessionFactory
+from digest.write import prompts
+from digest.write.llm import LLMClient
+from digest.write.writer import (
     EventInput,
     EventWriteup,
     SourceText,
@@ -106,7 +106,7 @@ async def test_invented_layer_is_dropped_and_logged(
     fake: FakeLLM, client: LLMClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake.script(answer({**ZH_ANSWER, "layers": ["kernel_codegen", "quantum_magic"]}))
-    with caplog.at_level(logging.WARNING, logger="digest.write"):
+    with caplog.at_level(logging.WARNING, logger="digest.write.writer"):
         got = await llm_event(client, KERNELBRAID, "zh")
     assert got is not None and got.layers == ("kernel_codegen",)
     assert "quantum_magic" in caplog.text and "event 7" in caplog.text
@@ -138,7 +138,7 @@ async def test_a_figure_no_source_states_falls_back(
 ) -> None:
     fake.script(answer({**ZH_ANSWER, "why_it_matters": "端到端训练吞吐提升 3.1x，值得关注。"}))
     stats = WriteStats()
-    with caplog.at_level(logging.WARNING, logger="digest.write"):
+    with caplog.at_level(logging.WARNING, logger="digest.write.writer"):
         assert await llm_event(client, KERNELBRAID, "zh", stats=stats) is None
     assert client.failures["figures"] == 1 and stats.figure_fallbacks == 1
     assert stats.as_dict()["fallbacks"] == {"figures": 1}
@@ -335,6 +335,6 @@ def test_extractive_day_without_events() -> None:
 
 
 def test_versions_are_not_key_figures() -> None:
-    from digest.extractive import key_figures
+    from digest.write.extractive import key_figures
 
     assert key_figures("LLVM 21.1.8 Release: builds 2.5x faster, 30% smaller", "en") == ["2.5x", "30%"]

@@ -1,0 +1,1 @@
+"""Analysis, pure: the phrase taxonomy, classification, clustering, scoring."""

@@ -1,0 +1,234 @@
+"""The weighted phrase taxonomy (``data/taxonomy.toml``): loader and matcher.
+
+The taxonomy is data so it can be tuned without touching code. Phrase syntax:
+
+- lower case; matching is case-insensitive and word-boundary aware, so ``pass``
+  never matches inside ``compass`` and ``tir`` never inside ``satire``;
+- a hyphen is a space (``all-reduce`` matches "all reduce" and "all-reduce");
+- the last word may take a plural ``s``/``es`` ("kernel" matches "kernels");
+- a trailing ``*`` makes the last word a prefix (``autotun*`` matches "autotuning");
+- Chinese phrases are sequences of characters and match anywhere (no word
+  boundaries in Chinese).
+
+Matching tokenises the text once and looks phrases up by their first word, so
+a text costs one pass whatever the size of the taxonomy.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+import unicodedata
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from digest.domain.errors import ConfigError
+from digest.domain.layers import LAYER_IDS
+from digest.resources import data_dir
+
+_TOKEN = re.compile(r"[a-z0-9_]+|[^\sa-z0-9_]")
+_DASHES = re.compile(r"[-‐‑‒–—]")
+_SPEEDUP = re.compile(
+    r"(?<![a-z0-9_.])(\d+(?:\.\d+)?)\s*(?:x|×|倍)(?![a-z0-9_])"
+    r"(?!\s*(?:[a-z]+\d{2,}|gpus?|nodes?|cores?))"
+)
+_PERCENT = re.compile(r"(?<![a-z0-9_.])(\d+(?:\.\d+)?)\s*%")
+_TOP_KEYS = {"version", "relevance", "negative", "source_prior", "novelty", "layers"}
+_RELEVANCE_KEYS = {"threshold", "margin", "saturation", "layer_share", "triage_band", "core"}
+_LAYER_KEYS = {"threshold", "phrases", "figure_weight", "max_figures"}
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-case word tokens (ASCII words, single other characters), hyphens as spaces."""
+    folded = unicodedata.normalize("NFKC", text).lower()
+    return _TOKEN.findall(_DASHES.sub(" ", folded))
+
+
+def figures(text: str) -> list[str]:
+    """Distinct quantitative figures in ``text``: speed-ups ("2.52x", "1.56 倍") and percentages."""
+    folded = unicodedata.normalize("NFKC", text).lower()
+    found = [f"{m.group(1)}x" for m in _SPEEDUP.finditer(folded)]
+    found += [f"{m.group(1)}%" for m in _PERCENT.finditer(folded)]
+    return list(dict.fromkeys(found))
+
+
+@dataclass(frozen=True)
+class _Phrase:
+    key: str
+    words: tuple[str, ...]
+    stem: bool
+
+    def matches_at(self, tokens: list[str], start: int) -> bool:
+        """Whether this phrase occurs in ``tokens`` starting at ``start``."""
+        end = start + len(self.words)
+        if end > len(tokens) or tokens[start : end - 1] != list(self.words[:-1]):
+            return False
+        last, token = self.words[-1], tokens[end - 1]
+        if self.stem:
+            return token.startswith(last)
+        return token in (last, last + "s", last + "es")
+
+
+def _compile_phrase(raw: str) -> _Phrase:
+    stem = raw.endswith("*")
+    words = tuple(tokenize(raw.rstrip("*")))
+    if not words or (stem and len(words[-1]) < 3):
+        raise ConfigError(f"taxonomy: bad phrase {raw!r} (empty, or a prefix under 3 letters)")
+    return _Phrase(raw.lower(), words, stem)
+
+
+class PhraseMatcher:
+    """Finds which of a fixed set of phrases occur in a text."""
+
+    def __init__(self, phrases: Iterable[str]) -> None:
+        self._exact: dict[str, list[_Phrase]] = {}
+        self._stems: dict[str, list[_Phrase]] = {}
+        for raw in sorted(set(phrases)):
+            phrase = _compile_phrase(raw)
+            if phrase.stem and len(phrase.words) == 1:
+                self._stems.setdefault(phrase.words[0][:3], []).append(phrase)
+            else:
+                self._exact.setdefault(phrase.words[0], []).append(phrase)
+
+    def _candidates(self, token: str) -> list[_Phrase]:
+        found = list(self._exact.get(token, ()))
+        for cut in (1, 2):  # a one-word phrase may appear in the plural
+            found += [p for p in self._exact.get(token[:-cut], ()) if len(p.words) == 1]
+        return found + self._stems.get(token[:3], [])
+
+    def find(self, text: str) -> set[str]:
+        """The keys of the phrases occurring in ``text``."""
+        tokens = tokenize(text)
+        return {
+            phrase.key
+            for i, token in enumerate(tokens)
+            for phrase in self._candidates(token)
+            if phrase.matches_at(tokens, i)
+        }
+
+
+@dataclass(frozen=True)
+class LayerRule:
+    """The phrases of one layer and the evidence it needs."""
+
+    phrases: Mapping[str, float]
+    threshold: float
+    figure_weight: float = 0.0
+    max_figures: int = 0
+
+
+@dataclass(frozen=True)
+class Taxonomy:
+    """Weighted phrases for relevance, negatives, novelty and each layer."""
+
+    core: Mapping[str, float]
+    negative: Mapping[str, float]
+    source_prior: Mapping[str, float]
+    novelty: Mapping[str, float]
+    layers: Mapping[str, LayerRule]
+    relevance_threshold: float
+    relevance_margin: float
+    saturation: float
+    layer_share: float
+    triage_band: float  # relevance decisions this close are borderline (LLM triage)
+    matcher: PhraseMatcher = field(compare=False, repr=False)
+
+
+def _weights(table: object, where: str) -> dict[str, float]:
+    if not isinstance(table, dict) or not table:
+        raise ConfigError(f"taxonomy: [{where}] must be a non-empty table of phrase = weight")
+    out: dict[str, float] = {}
+    for phrase, weight in table.items():
+        if isinstance(weight, bool) or not isinstance(weight, int | float):
+            raise ConfigError(f"taxonomy: [{where}] {phrase!r} needs a number, got {weight!r}")
+        out[phrase.lower()] = float(weight)
+    return out
+
+
+def _number(table: Mapping[str, Any], key: str, where: str, default: float | None = None) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"taxonomy: [{where}] {key} must be a number")
+    return float(value)
+
+
+def _unknown(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    extra = sorted(set(table) - allowed)
+    if extra:
+        raise ConfigError(f"taxonomy: unknown key(s) in [{where}]: {', '.join(extra)}")
+
+
+def _layer(lid: str, table: object) -> LayerRule:
+    where = f"layers.{lid}"
+    if not isinstance(table, dict):
+        raise ConfigError(f"taxonomy: [{where}] must be a table")
+    _unknown(table, _LAYER_KEYS, where)
+    return LayerRule(
+        phrases=_weights(table.get("phrases"), f"{where}.phrases"),
+        threshold=_number(table, "threshold", where),
+        figure_weight=_number(table, "figure_weight", where, 0.0),
+        max_figures=int(_number(table, "max_figures", where, 0.0)),
+    )
+
+
+def _layers(table: object) -> dict[str, LayerRule]:
+    if not isinstance(table, dict):
+        raise ConfigError("taxonomy: [layers] must be a table")
+    missing = [lid for lid in LAYER_IDS if lid not in table]
+    unknown = [lid for lid in table if lid not in LAYER_IDS]
+    if missing or unknown:
+        problems = [f"missing layer(s) {', '.join(missing)}"] if missing else []
+        problems += [f"unknown layer(s) {', '.join(unknown)}"] if unknown else []
+        raise ConfigError(f"taxonomy: {'; '.join(problems)}; valid: {', '.join(LAYER_IDS)}")
+    return {lid: _layer(lid, table[lid]) for lid in LAYER_IDS}
+
+
+def build_taxonomy(data: Mapping[str, Any]) -> Taxonomy:
+    """A taxonomy from parsed TOML data; raise ConfigError naming what is wrong."""
+    _unknown(data, _TOP_KEYS, "top level")
+    rel = data.get("relevance")
+    if not isinstance(rel, dict):
+        raise ConfigError("taxonomy: missing [relevance] table")
+    _unknown(rel, _RELEVANCE_KEYS, "relevance")
+    core = _weights(rel.get("core"), "relevance.core")
+    negative = _weights(data.get("negative"), "negative")
+    novelty = _weights(data.get("novelty"), "novelty")
+    prior = _weights(data["source_prior"], "source_prior") if "source_prior" in data else {}
+    layers = _layers(data.get("layers"))
+    every = [*core, *negative, *novelty]
+    every += [p for rule in layers.values() for p in rule.phrases]
+    if _number(rel, "saturation", "relevance", 8.0) <= 0:
+        raise ConfigError("taxonomy: [relevance] saturation must be positive")
+    if _number(rel, "triage_band", "relevance", 0.0) < 0:
+        raise ConfigError("taxonomy: [relevance] triage_band must not be negative")
+    return Taxonomy(
+        core=core, negative=negative, source_prior=prior, novelty=novelty, layers=layers,
+        relevance_threshold=_number(rel, "threshold", "relevance"),
+        relevance_margin=_number(rel, "margin", "relevance", 0.0),
+        saturation=_number(rel, "saturation", "relevance", 8.0),
+        layer_share=_number(rel, "layer_share", "relevance", 0.0),
+        triage_band=_number(rel, "triage_band", "relevance", 0.0),
+        matcher=PhraseMatcher(every),
+    )
+
+
+def default_taxonomy_path() -> Path:
+    """The taxonomy shipped with the package."""
+    return data_dir() / "taxonomy.toml"
+
+
+def load_taxonomy(path: Path | None = None) -> Taxonomy:
+    """Load the taxonomy TOML (default: the shipped one); raise ConfigError on a bad file."""
+    path = path or default_taxonomy_path()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"taxonomy: cannot read {path}: {exc.strerror or exc}") from exc
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"taxonomy: {path} is not valid TOML: {exc}") from exc
+    try:
+        return build_taxonomy(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (in {path})") from exc

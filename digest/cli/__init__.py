@@ -1,0 +1,1 @@
+"""The ``digest`` command line: one module per command group, output helpers."""

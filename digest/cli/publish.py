@@ -1,0 +1,246 @@
+"""Handlers of the sending commands: ``publish`` and ``worker``.
+
+``digest publish --date D [--dry-run] [--to ADDRESS] [--retry-failed] [--json]``
+plans (first publish only) and sends; ``digest worker [--once] [--retry-failed]``
+sends what any publish left, for every published digest, until stopped
+(SIGTERM/SIGINT finish the messages in flight first). Both print the run
+report on stdout (a table, or JSON with ``--json``) and progress on stderr
+when it is a terminal. ``--retry-failed`` first puts the deliveries failed by
+our bug or configuration back to planned (never those the recipient refused).
+
+``publish`` exits 1, after its report, when a delivery failed in this run
+because of our bug or configuration; rows held by another run's lease are
+reported with the time they fall due and do not change the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, nullcontext
+from typing import TYPE_CHECKING, Any
+
+from digest.cli.output import format_table
+from digest.config import Settings
+from digest.deliver.channels import PushChannel, available_channels, load_channel
+from digest.domain.errors import DigestError, UsageError
+from digest.store.db import open_database
+
+if TYPE_CHECKING:
+    from digest.deliver.publish import PublishOptions, PublishReport, Runner
+    from digest.deliver.sending import Progress, SendOptions, Tally
+
+COLUMNS = ("planned", "empty", "sent", "skipped", "retried", "deferred", "held", "failed", "resent")
+_RETRY_HELP = "first put the deliveries failed by our bug or configuration back to planned, and send them"
+
+
+def _iso_date(text: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
+
+
+def add_commands(sub: Any, date_type: Callable[[str], dt.date] | None = None) -> None:
+    """Register ``publish`` and ``worker`` on the CLI."""
+    publish = sub.add_parser("publish", help="plan a built digest's deliveries (once) and send them")
+    publish.add_argument("--date", type=date_type or _iso_date, required=True, help="YYYY-MM-DD")
+    publish.add_argument("--dry-run", action="store_true",
+                         help="plan and render in memory; write and send nothing (--to still sends)")
+    publish.add_argument("--to", metavar="ADDRESS", help="first send one unfiltered copy to ADDRESS")
+    publish.add_argument("--retry-failed", action="store_true", help=_RETRY_HELP)
+    publish.add_argument("--json", action="store_true", help="print the run report as JSON")
+    publish.set_defaults(handler=publish_cmd)
+
+    worker = sub.add_parser("worker", help="send the planned deliveries of every published digest")
+    worker.add_argument("--once", action="store_true", help="one sweep, then exit")
+    worker.add_argument("--poll", type=float, default=30.0, help="seconds between sweeps (default 30)")
+    worker.add_argument("--retry-failed", action="store_true", help=f"{_RETRY_HELP} (every published digest)")
+    worker.add_argument("--json", action="store_true", help="print the run report as JSON")
+    worker.set_defaults(handler=worker_cmd)
+
+
+def channel_for(name: str, settings: Settings) -> PushChannel:
+    """The channel registered under ``name``; email works even before its entry point is installed."""
+    if name == "email" and name not in available_channels():
+        from digest.deliver.mailer import create_channel
+
+        return create_channel(settings)
+    return load_channel(name, settings)
+
+
+def send_options(settings: Settings) -> SendOptions:
+    """Retry policy, lease and heartbeat from settings."""
+    from digest.deliver.sending import SendOptions
+
+    return SendOptions(
+        attempts_per_run=settings.send_attempts,
+        backoff=settings.send_backoff,
+        lease=dt.timedelta(seconds=settings.outbox_lease),
+        heartbeat=dt.timedelta(seconds=settings.outbox_heartbeat),
+        retry_later=dt.timedelta(seconds=settings.send_retry_later),
+    )
+
+
+def _progress() -> Progress | None:
+    """A throttled one-line progress on stderr, or None when stderr is not a terminal."""
+    if not sys.stderr.isatty():
+        return None
+    last = [0.0]
+
+    def show(name: str, tally: Tally) -> None:
+        if time.monotonic() - last[0] < 0.2:
+            return
+        last[0] = time.monotonic()
+        print(f"\r{name}: {tally.sent} sent, {tally.deferred} deferred, {tally.failed} failed ",
+              end="", file=sys.stderr, flush=True)
+
+    return show
+
+
+@asynccontextmanager
+async def runner(settings: Settings, options: PublishOptions) -> AsyncIterator[Runner]:
+    """A publish runner wired from settings; closes the channels and the database at the end."""
+    from digest.deliver.mailer import MailIdentity
+    from digest.deliver.publish import Channels, Composer, Runner
+    from digest.render.renderer import Renderer
+
+    identity = MailIdentity.from_settings(settings.mail_from, settings.unsubscribe_mailto)
+    async with open_database(settings.database_url) as sessions:
+        composer = Composer(sessions, Renderer(site_url=settings.site_url, timezone=settings.timezone),
+                            identity, site_url=settings.site_url, secret=settings.secret(),
+                            clock=settings.clock)
+        channels = Channels(lambda name: channel_for(name, settings))
+        try:
+            yield Runner(sessions, channels, composer, settings.clock, options, _progress())
+        finally:
+            await channels.aclose()
+
+
+def print_report(report: PublishReport, as_json: bool, now: dt.datetime | None = None) -> None:
+    """The run report: a table per channel (and notes), or JSON; ``now`` dates a far ``held_until``."""
+    from digest.cli.main import print_json
+
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    if as_json:
+        print_json(report.as_json())
+        return
+    rows = [(name, *(getattr(t, c) for c in COLUMNS)) for name, t in sorted(report.channels.items())]
+    total = report.total()
+    rows.append(("total", *(getattr(total, c) for c in COLUMNS)))
+    print(format_table(("channel", *COLUMNS), rows, right=range(1, len(COLUMNS) + 1)))
+    for name, tally in sorted(report.channels.items()):
+        for note in tally.notes:
+            print(f"{name}: {note} (its rows stay planned)")
+    for line in _notes(report, total, now):
+        print(line)
+    if total.resent:
+        print(f"{total.resent} message(s) resent after a crash: they may have arrived twice "
+              "(same Message-ID)")
+    if report.check_copy:
+        print(f"check copy sent to {report.check_copy}")
+    if report.dry_run:
+        print(f"dry run: {total.rendered} message(s) rendered, nothing written or sent")
+
+
+def _deliveries(n: int, verb: str) -> str:
+    """``1 delivery is`` / ``2 deliveries are`` (``verb`` as for several)."""
+    singular = {"are": "is", "were": "was"}.get(verb, verb)
+    return f"1 delivery {singular}" if n == 1 else f"{n} deliveries {verb}"
+
+
+def _utc(when: dt.datetime, now: dt.datetime | None) -> str:
+    """``17:05:12 UTC``; with the date when that is not today's (UTC)."""
+    when = when.astimezone(dt.UTC)
+    same_day = now is not None and now.astimezone(dt.UTC).date() == when.date()
+    return when.strftime("%H:%M:%S UTC" if same_day else "%Y-%m-%d %H:%M:%S UTC")
+
+
+def _notes(report: PublishReport, total: Tally, now: dt.datetime | None) -> list[str]:
+    """What the operator must know or do: rows requeued, held by another run, failed by our bug."""
+    again = "run publish again" if report.date else "run the worker again"
+    lines = []
+    if total.requeued:
+        n = total.requeued
+        verb = "would be" if report.dry_run else "was" if n == 1 else "were"
+        lines.append(f"{n} failed {'delivery' if n == 1 else 'deliveries'} (bug or configuration) "
+                     f"{verb} put back to send again")
+    if total.held and total.held_until:
+        lines.append(f"{_deliveries(total.held, 'are')} held by another run until "
+                     f"{_utc(total.held_until, now)}; {again} after that")
+    if total.failed_bug and report.dry_run:
+        lines.append(f"{_deliveries(total.failed_bug, 'would fail')} because of a bug or configuration")
+    elif total.failed_bug:
+        lines.append(f"{_deliveries(total.failed_bug, 'failed')} because of a bug or configuration; "
+                     f"fix it and run {'publish' if report.date else 'worker'} --retry-failed")
+    return lines
+
+
+def _validated_to(address: str | None) -> str | None:
+    if address is None:
+        return None
+    from digest.subscribe.subscriptions import validate_address
+
+    try:
+        return validate_address("email", address)
+    except DigestError as exc:
+        raise UsageError(f"--to: {exc}") from None
+
+
+async def publish_cmd(settings: Settings, args: argparse.Namespace) -> int:
+    """``digest publish --date D``."""
+    from digest.deliver.publish import PublishOptions
+
+    options = PublishOptions(dry_run=args.dry_run, to=_validated_to(args.to), retry_failed=args.retry_failed,
+                             send=send_options(settings))
+    return await _publish(settings, args.date, options, args.json)
+
+
+async def _publish(settings: Settings, date: dt.date, options: PublishOptions, as_json: bool) -> int:
+    """Publish and print the report; 1 when a delivery failed because of our bug or configuration."""
+    from digest.deliver.sending import DeliveryError
+    from digest.store.locks import cli_lock, publish_lock
+
+    lock = nullcontext() if options.dry_run else cli_lock(settings, publish_lock(date))
+    async with lock, runner(settings, options) as run:  # a second publish of the date waits
+        try:
+            await run.publish(date, settings.locales[0])
+        except DeliveryError:
+            if run.report.date is not None:
+                print_report(run.report, as_json, settings.clock())
+            raise
+    print_report(run.report, as_json, settings.clock())
+    return 1 if run.report.total().failed_bug else 0
+
+
+async def publish_latest(settings: Settings, now: dt.datetime) -> int:
+    """Publish the latest closed window (the tail of ``digest run``)."""
+    from digest.deliver.publish import PublishOptions
+    from digest.domain.window import latest_closed
+
+    options = PublishOptions(send=send_options(settings))
+    return await _publish(settings, latest_closed(now, settings.timezone), options, False)
+
+
+async def worker_cmd(settings: Settings, args: argparse.Namespace) -> int:
+    """``digest worker``: send planned deliveries until SIGTERM/SIGINT (or one sweep with --once)."""
+    from digest.deliver.publish import PublishOptions
+
+    options = PublishOptions(retry_failed=args.retry_failed, send=send_options(settings))
+    async with runner(settings, options) as run:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, run.stop.set)
+        try:
+            report = await run.work(once=args.once, poll=args.poll)
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+    print_report(report, args.json, settings.clock())
+    return 0

@@ -1,0 +1,290 @@
+"""Handlers of ``digest subscribers add|list|remove|import|export``, and the CSV format.
+
+CSV columns: channel,address,layers,min_score,locale[,status]. ``layers`` is
+space-separated (empty: all nine), ``min_score`` empty is 0, ``locale`` empty
+is zh. Export adds ``status`` so that an unsubscribed, bounced or blocked
+address keeps its suppression when the file is imported elsewhere; import
+reads it when present (it never upgrades anyone: see ``import_subscriber``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import io
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from digest.config import Settings
+from digest.domain.errors import DigestError, SubscriberNotFound, SubscriptionError, UsageError
+from digest.domain.layers import LAYER_IDS
+from digest.store.db import open_database
+from digest.subscribe import subscriptions as subs
+
+CSV_COLUMNS = ("channel", "address", "layers", "min_score", "locale", "status")
+REQUIRED_COLUMNS = ("channel", "address")
+OPTIONS = {"channel": "--channel", "address": "--address", "layers": "--layers",
+           "min_score": "--min-score", "locale": "--locale", "status": "--status"}
+
+
+def add_commands(sub: Any) -> None:
+    """Register ``subscribers`` and its actions on the CLI."""
+    group = sub.add_parser("subscribers", help="email and chat subscribers")
+    actions = group.add_subparsers(dest="subscribers_command", required=True, metavar="ACTION")
+
+    add = actions.add_parser("add", help="add a subscriber (active at once) or update one")
+    add.add_argument("--channel", choices=subs.CHANNELS, required=True)
+    add.add_argument("--address", required=True, help="email address, Telegram chat id, "
+                     "Discord channel:<id> or user:<id>")
+    add.add_argument("--layers", help="comma-separated layer ids (default: all nine)")
+    add.add_argument("--min-score", type=float, help="minimum event score, 0 to 100 (default 0)")
+    add.add_argument("--locale", choices=subs.LOCALES, help="digest language (default zh)")
+    add.set_defaults(handler=add_cmd)
+
+    lst = actions.add_parser("list", help="list subscribers")
+    lst.add_argument("--json", action="store_true", help="print a JSON array")
+    lst.add_argument("--channel", choices=subs.CHANNELS)
+    lst.add_argument("--status", choices=subs.STATUSES)
+    lst.set_defaults(handler=list_cmd)
+
+    rm = actions.add_parser("remove", help="delete a subscriber, its personal data and deliveries")
+    rm.add_argument("target", metavar="ID-or-ADDRESS",
+                    help="a subscriber id, or an address (a chat address needs --channel)")
+    rm.add_argument("--channel", choices=subs.CHANNELS, help="the target is an address on this channel")
+    rm.set_defaults(handler=remove_cmd)
+
+    imp = actions.add_parser("import", help="import subscribers from a CSV file")
+    imp.add_argument("file", metavar="FILE.csv", type=Path)
+    imp.add_argument("--confirmed", action="store_true",
+                     help="new email addresses are active (they opted in elsewhere), not pending")
+    imp.set_defaults(handler=import_cmd)
+
+    exp = actions.add_parser("export", help="write subscribers as CSV (stdout by default)")
+    exp.add_argument("--out", type=Path, help="write to this file instead of stdout")
+    exp.add_argument("--active-only", action="store_true", help="only active subscribers")
+    exp.set_defaults(handler=export_cmd)
+
+
+
+def usage(exc: SubscriptionError) -> UsageError:
+    """A one-line usage error naming the command-line option."""
+    option = OPTIONS.get(exc.field or "", exc.field)
+    return UsageError(f"{option}: {exc.detail}" if option else exc.detail)
+
+
+def as_json(view: subs.SubscriberView) -> dict[str, Any]:
+    """The ``list --json`` object of one subscriber."""
+    return {"id": view.id, "channel": view.channel, "address": view.address, "status": view.status,
+            "layers": view.layers, "min_score": view.min_score, "locale": view.locale,
+            "created_at": view.created_at.isoformat()}
+
+
+def _describe(view: subs.SubscriberView) -> str:
+    return f"{view.channel} subscriber {view.id} {view.address}"
+
+
+# -- add, list, remove ----------------------------------------------------------
+
+async def add_cmd(settings: Settings, args: argparse.Namespace) -> int:
+    """``digest subscribers add``: active at once (the operator vouches); updates an existing one."""
+    try:
+        address = subs.validate_address(args.channel, args.address)
+        async with open_database(settings.database_url) as sessions, sessions() as session, \
+                session.begin():
+            before = await subs.find_by_address(session, args.channel, address)
+            view, _ = await subs.subscribe(session, args.channel, address, layers=args.layers,
+                                           min_score=args.min_score, locale=args.locale,
+                                           confirmed=True, now=settings.clock())
+    except SubscriptionError as exc:
+        raise usage(exc) from None
+    if before is None:
+        print(f"added {_describe(view)}: active")
+    else:
+        was = "" if before.status == view.status else f" (was {before.status})"
+        print(f"updated the preferences of {_describe(view)}: {view.status}{was}")
+    return 0
+
+
+async def list_cmd(settings: Settings, args: argparse.Namespace) -> int:
+    """``digest subscribers list``: a table, or a JSON array with ``--json``."""
+    from digest.cli.main import print_json
+    from digest.cli.output import format_table
+
+    async with open_database(settings.database_url) as sessions, sessions() as session:
+        views = await subs.list_subscribers(session, channel=args.channel, status=args.status)
+    if args.json:
+        print_json([as_json(view) for view in views])
+        return 0
+    rows = [(v.id, v.channel, v.address, v.status, _layers_text(v.layers), f"{v.min_score:g}",
+             v.locale, v.created_at.date().isoformat()) for v in views]
+    print(format_table(("id", "channel", "address", "status", "layers", "min", "locale", "created"),
+                       rows, right=(0, 5)))
+    return 0
+
+
+def _layers_text(layers: list[str]) -> str:
+    return "all" if len(layers) == len(LAYER_IDS) else ",".join(layers)
+
+
+async def remove_cmd(settings: Settings, args: argparse.Namespace) -> int:
+    """``digest subscribers remove ID-or-ADDRESS [--channel C]``."""
+    async with open_database(settings.database_url) as sessions, sessions() as session, \
+            session.begin():
+        view = await subs.remove(session, (await _resolve(session, args.target, args.channel)).id)
+    print(f"removed {_describe(view)} and its deliveries")
+    return 0
+
+
+async def _resolve(session: AsyncSession, target: str, channel: str | None) -> subs.SubscriberView:
+    """A number without ``--channel`` is an id; an address with "@" is an email; else say which."""
+    if channel is None and target.isdigit():
+        return await subs.get(session, int(target))
+    channel = channel or ("email" if "@" in target else None)
+    if channel is None:
+        raise UsageError(f"--channel: needed to remove the address {target!r} "
+                         "(a bare number is a subscriber id)")
+    try:
+        view = await subs.find_by_address(session, channel, target)
+    except SubscriptionError as exc:
+        raise usage(exc) from None
+    if view is None:
+        raise SubscriberNotFound(f"no {channel} subscriber at {target}")
+    return view
+
+
+# -- import and export ----------------------------------------------------------
+
+@dataclass
+class ImportReport:
+    """What an import did: counts, and the line of every skipped or bad row."""
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+    errors: list[tuple[int, str]] = field(default_factory=list)
+    to_confirm: list[int] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """One line of counts."""
+        return (f"{self.added} added, {self.updated} updated, {self.unchanged} unchanged, "
+                f"{len(self.skipped)} skipped, {len(self.errors)} with errors")
+
+
+def _reader(text: str) -> csv.DictReader[str]:
+    """A reader over ``text`` whose header names are checked (file-level error otherwise)."""
+    reader = csv.DictReader(io.StringIO(text))
+    names = [name.strip().lower() for name in reader.fieldnames or ()]
+    missing = [col for col in REQUIRED_COLUMNS if col not in names]
+    unknown = [name for name in names if name not in CSV_COLUMNS]
+    if missing or unknown:
+        problem = f"missing column(s) {', '.join(missing)}" if missing else \
+            f"unknown column(s) {', '.join(unknown)}"
+        raise SubscriptionError(f"line 1: {problem}; the columns are {','.join(CSV_COLUMNS)}")
+    reader.fieldnames = names
+    return reader
+
+
+def parse_row(row: dict[str | Any, Any]) -> tuple[str, str, subs.Preferences, str | None]:
+    """(channel, address, full preferences, file status) of one CSV row; SubscriptionError if bad."""
+    if None in row:
+        raise SubscriptionError("more fields than the header has columns")
+    cell = {key: (value or "").strip() for key, value in row.items()}
+    channel = subs.validate_channel(cell["channel"])
+    if not cell["address"]:
+        raise SubscriptionError("empty", field="address")
+    try:
+        min_score = float(cell.get("min_score") or 0)
+    except ValueError:
+        raise SubscriptionError(f"not a number: {cell['min_score']!r}", field="min_score") from None
+    status = cell.get("status") or None
+    if status is not None and status not in subs.STATUSES:
+        raise SubscriptionError(f"unknown status {status!r}", field="status")
+    layers = subs.validate_layers(cell.get("layers") or None)  # an empty cell is all nine, explicitly
+    prefs = subs.preferences(layers, min_score, cell.get("locale") or subs.DEFAULT_LOCALE)
+    return channel, cell["address"], prefs, status
+
+
+async def import_csv(session: AsyncSession, text: str, *, confirmed: bool,
+                     now: dt.datetime) -> ImportReport:
+    """Import every row of a CSV text; a bad row is reported by line and never stops the others."""
+    report = ImportReport()
+    reader = _reader(text)
+    for row in reader:
+        try:
+            channel, address, prefs, status = parse_row(row)
+            outcome = await subs.import_subscriber(session, channel, address, prefs,
+                                                   confirmed=confirmed, now=now, file_status=status)
+        except SubscriptionError as exc:
+            report.errors.append((reader.line_num, str(exc)))
+            continue
+        _count(report, outcome, reader.line_num)
+    return report
+
+
+def _count(report: ImportReport, outcome: subs.ImportOutcome, line: int) -> None:
+    if outcome.kind == "skipped":
+        report.skipped.append((line, f"{outcome.view.address}: {outcome.reason}"))
+        return
+    setattr(report, outcome.kind, getattr(report, outcome.kind) + 1)
+    if outcome.kind == "added" and outcome.view.status == subs.PENDING:
+        report.to_confirm.append(outcome.view.id)
+
+
+def export_csv(views: list[subs.SubscriberView]) -> str:
+    """The CSV text of ``views`` (layers written out explicitly, status last)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for v in views:
+        writer.writerow((v.channel, v.address, " ".join(v.layers), f"{v.min_score:g}", v.locale,
+                         v.status))
+    return out.getvalue()
+
+
+async def import_cmd(settings: Settings, args: argparse.Namespace) -> int:
+    """``digest subscribers import FILE.csv [--confirmed]``: prints the report."""
+    try:
+        text = args.file.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DigestError(f"cannot read {args.file}: {getattr(exc, 'strerror', None) or exc}") from None
+    async with open_database(settings.database_url) as sessions, sessions() as session, \
+            session.begin():
+        try:
+            report = await import_csv(session, text, confirmed=args.confirmed, now=settings.clock())
+        except SubscriptionError as exc:
+            raise DigestError(f"{args.file}: {exc}") from None
+    _print_report(args.file, report)
+    return 0
+
+
+def _print_report(path: Path, report: ImportReport) -> None:
+    print(f"imported {path}: {report.summary()}")
+    for line, reason in report.skipped:
+        print(f"line {line}: skipped: {reason}")
+    for line, reason in report.errors:
+        print(f"line {line}: error: {reason}")
+    if report.to_confirm:
+        print(f"{len(report.to_confirm)} new email subscriber(s) are pending until they confirm")
+
+
+async def export_cmd(settings: Settings, args: argparse.Namespace) -> int:
+    """``digest subscribers export [--out FILE] [--active-only]``."""
+    async with open_database(settings.database_url) as sessions, sessions() as session:
+        status = subs.ACTIVE if args.active_only else None
+        views = await subs.list_subscribers(session, status=status)
+    text = export_csv(views)
+    if args.out is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        args.out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise DigestError(f"cannot write {args.out}: {exc.strerror or exc}") from None
+    print(f"exported {len(views)} subscriber(s) to {args.out}", file=sys.stderr)
+    return 0

@@ -1,0 +1,1 @@
+"""Delivery: the push port, the outbox, sending, publishing, the mailer and SMTP."""

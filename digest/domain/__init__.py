@@ -1,0 +1,1 @@
+"""The domain: layers, items, windows, errors, views, the clock. No I/O; standard library only."""

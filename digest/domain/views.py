@@ -1,0 +1,97 @@
+"""What a reader sees: a digest in one locale, optionally filtered. Pure values."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Collection
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from digest.write.extractive import EventWriteup, extractive_day
+
+
+@dataclass(frozen=True)
+class SourceLink:
+    """One source of an event."""
+
+    name: str
+    url: str | None
+
+
+@dataclass(frozen=True)
+class EventView:
+    """One event as a digest shows it."""
+
+    id: int
+    rank: int
+    title: str
+    url: str | None
+    score: float
+    score_breakdown: dict[str, float]
+    layers: tuple[str, ...]
+    sources: tuple[SourceLink, ...]
+    summary: str
+    why_it_matters: str
+    watch: tuple[str, ...]
+    written_by: str
+    updated: bool = False
+
+    def as_writeup(self) -> EventWriteup:
+        """The write-up part, for recomposing a day's text."""
+        return EventWriteup(self.title, self.summary, self.why_it_matters, self.watch,
+                            self.layers, self.written_by)
+
+
+@dataclass(frozen=True)
+class DigestView:
+    """A digest in one locale."""
+
+    date: dt.date
+    locale: str
+    title: str
+    overview: str
+    watchlist: tuple[str, ...]
+    day_mode: str
+    window_start: dt.datetime
+    window_end: dt.datetime
+    events: tuple[EventView, ...]
+    stats: dict[str, Any] = field(default_factory=dict)
+    tokens: int = 0
+    read_count: int = 0
+    filtered: bool = False
+
+    @property
+    def generation_mode(self) -> str:
+        """The model name when the LLM wrote everything, ``extractive``, or ``mixed``."""
+        modes = {e.written_by for e in self.events} | {self.day_mode}
+        return modes.pop() if len(modes) == 1 else "mixed"
+
+    @property
+    def modes_used(self) -> dict[str, int]:
+        """How many parts each mode wrote (events and the day's text)."""
+        counts: dict[str, int] = {}
+        for mode in [e.written_by for e in self.events] + [self.day_mode]:
+            counts[mode] = counts.get(mode, 0) + 1
+        return counts
+
+
+def filter_view(
+    view: DigestView, layers: Collection[str] | None = None, min_score: float | None = None
+) -> DigestView:
+    """Keep the events sharing a layer with ``layers`` and scoring at least ``min_score``.
+
+    When anything is filtered out, the title, overview and watch list are
+    recomposed from the kept events so they never name an event the reader
+    did not choose.
+    """
+    wanted = set(layers) if layers is not None else None
+    kept = tuple(
+        e for e in view.events
+        if (wanted is None or wanted.intersection(e.layers))
+        and (min_score is None or e.score >= min_score)
+    )
+    if len(kept) == len(view.events):
+        return view
+    day = extractive_day([e.as_writeup() for e in kept], view.locale, view.date)
+    return replace(view, events=kept, title=day.title, overview=day.overview,
+                   watchlist=tuple(day.watchlist), day_mode=day.mode, filtered=True)

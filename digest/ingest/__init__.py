@@ -1,0 +1,1 @@
+"""Ingestion: sources, fetching (httpx), normalising (feedparser), storing entries, samples."""

@@ -1,0 +1,268 @@
+"""Ingestion: fetch every enabled source, parse it, store its new and changed entries.
+
+    specs ─► sync Source rows ─► per source, at most ``concurrency`` at a time:
+        fetch (fetch.py: local file or conditional GET, caps, one retry)
+          ├─ 304, or a body with the stored SHA-256 ─► not_modified (nothing parsed)
+          └─ body ─► feedparser on the bytes (in a thread) ─► normalize.py ─► store.py
+        ─► outcome on Source + a FetchLog row, committed with the entries (one
+           transaction per source, so a crash loses at most the source in flight)
+
+Semantics:
+
+- ``not_modified`` means the server answered 304, or the body's SHA-256 equals
+  the stored ``body_hash`` (a local file that did not change, or a server
+  without validators): nothing is parsed and ``entries_total`` is 0.
+- An entry already stored is updated in place only when its content hash changed.
+- ``store=False`` (``digest sources check``) sends no validators and ignores the
+  stored body hash, so it always downloads and parses; it reports how many
+  entries *would* be new or updated and writes nothing.
+- An arXiv API error document (entries with ids ``.../api/errors#...``) is a
+  per-source error naming arXiv's message, when it holds no real entries;
+  mixed with real entries, the error entries are dropped with a warning.
+- One source failing (network, HTTP status, not a feed, even a bug) never stops
+  the others: each ends as a :class:`FetchResult`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import io
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import feedparser
+import httpx
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from digest.domain.errors import NotAFeedError, SourceError
+from digest.ingest import store as storage
+from digest.ingest.fetch import Download, Fetcher, FetchOptions, Validators, make_client
+from digest.ingest.jsonfeed import parse_json_feed
+from digest.ingest.normalize import (
+    NormalizedFeed,
+    bozo_warning,
+    feed_context,
+    looks_like_feed,
+    normalize_feed,
+)
+from digest.ingest.sources import SourceSpec
+from digest.ingest.store import FetchResult, SourceSnapshot, SourceState
+from digest.store.db import SessionFactory
+from digest.store.models import Source
+
+__all__ = [
+    "FetchOptions",
+    "FetchResult",
+    "SourceState",
+    "fetch_sources",
+    "parse_document",
+    "source_states",
+    "sync_sources",
+]
+
+log = logging.getLogger(__name__)
+STORAGE_FAILED = "storage failed"  # the error of a source fetched but not stored
+MAX_WARNINGS = 20
+
+
+async def sync_sources(session: AsyncSession, specs: list[SourceSpec]) -> dict[str, Source]:
+    """Upsert ``Source`` rows by key from the configuration (the caller commits)."""
+    return await storage.sync_sources(session, specs)
+
+
+async def source_states(sessions: SessionFactory) -> list[SourceState]:
+    """Every stored source, its last outcome, failure run and stored entry count."""
+    return await storage.source_states(sessions)
+
+
+def parse_document(body: bytes, spec: SourceSpec, download: Download,
+                   fetched_at: dt.datetime) -> tuple[NormalizedFeed, list[str]]:
+    """Parse and normalise a body; raise NotAFeedError / SourceError when it is no usable feed."""
+    if not body.strip():
+        raise NotAFeedError(spec.key, spec.url, "not a feed: empty body")
+    parsed = _parse(body, spec, download)
+    if not looks_like_feed(parsed):
+        raise NotAFeedError(spec.key, spec.url, f"not a feed: {_not_a_feed_reason(body, download)}")
+    feed = normalize_feed(parsed, feed_context(parsed, spec.kind, fetched_at, download.url))
+    if feed.api_errors and not feed.entries:
+        raise SourceError(spec.key, spec.url, f"arXiv API error: {feed.api_errors[0]}")
+    warnings = [w for w in [bozo_warning(parsed)] if w] + feed.warnings
+    warnings += [f"arXiv API error entry dropped: {msg}" for msg in feed.api_errors]
+    return feed, warnings
+
+
+def _feedparser(body: bytes, download: Download) -> Any:
+    """feedparser on the bytes, with the HTTP headers that decide encoding and base URL."""
+    headers = {}
+    if download.content_type:  # without one, feedparser sniffs the XML like a local file
+        headers = {"content-type": download.content_type, "content-location": download.url or ""}
+    # A BytesIO, not the bytes: given bytes, feedparser first tries open() them as a file name.
+    return feedparser.parse(io.BytesIO(body), response_headers=headers)
+
+
+def _parse(body: bytes, spec: SourceSpec, download: Download) -> Any:
+    try:
+        return parse_json_feed(body) or _feedparser(body, download)
+    except Exception as exc:  # feedparser gives up on some inputs with its own exceptions
+        reason = f"not a feed: the parser failed ({type(exc).__name__}: {_line(exc)})"
+        raise NotAFeedError(spec.key, spec.url, reason) from exc
+
+
+def _not_a_feed_reason(body: bytes, download: Download) -> str:
+    head = body[:512].lstrip().lower()
+    if b"<html" in head or b"<!doctype html" in head or "html" in (download.content_type or ""):
+        return "got an HTML page"
+    return "no feed version, title or entries found"
+
+
+class _Run:
+    """One fetch run: shared client, limits, write lock and the known source rows."""
+
+    def __init__(self, sessions: SessionFactory, fetcher: Fetcher, options: FetchOptions,
+                 snapshots: dict[str, SourceSnapshot], now: dt.datetime, store: bool) -> None:
+        self.sessions, self.fetcher, self.options = sessions, fetcher, options
+        self.snapshots, self.now, self.store = snapshots, now, store
+        self.slots = asyncio.Semaphore(options.concurrency)
+        self.write_lock = asyncio.Lock()
+
+    async def source(self, spec: SourceSpec) -> FetchResult:
+        """Fetch, parse and store one source; every failure ends as an error result."""
+        async with self.slots:
+            started = time.perf_counter()
+            result, download = await self._guarded(spec, started)
+            result.seconds = time.perf_counter() - started
+            if len(result.warnings) > MAX_WARNINGS:
+                extra = len(result.warnings) - MAX_WARNINGS
+                result.warnings = [*result.warnings[:MAX_WARNINGS], f"... and {extra} more"]
+            if self.store and result.status != "ok":  # "ok" was committed with its entries
+                fresh = download if result.status == "not_modified" else None
+                await self._record(spec, result, fresh)
+            return result
+
+    async def _guarded(
+        self, spec: SourceSpec, started: float
+    ) -> tuple[FetchResult, Download | None]:
+        try:
+            return await self._fetch_and_store(spec, started)
+        except SourceError as exc:
+            http_status = getattr(exc, "http_status", None)
+            return FetchResult(spec.key, "error", http_status, error=exc.reason), None
+        except SQLAlchemyError as exc:
+            log.warning("storing %s failed: %s", spec.key, _line(exc))
+            return FetchResult(spec.key, "error", None, error=f"{STORAGE_FAILED}: {_line(exc)}"), None
+        except Exception as exc:  # a bug on one source's input must not stop the others
+            log.exception("unexpected failure on source %s", spec.key)
+            reason = f"internal error: {type(exc).__name__}: {_line(exc)}"
+            return FetchResult(spec.key, "error", None, error=reason), None
+
+    async def _fetch_and_store(self, spec: SourceSpec, started: float) -> tuple[
+        FetchResult, Download
+    ]:
+        known = self.snapshots.get(spec.key) if self.store else None
+        validators = Validators(known.etag, known.last_modified) if known else Validators()
+        download = await self.fetcher.fetch(spec, validators)
+        result = FetchResult(spec.key, "ok", download.http_status, bytes=len(download.body or b""))
+        if download.body is None or (known and known.body_hash == download.body_hash):
+            result.status = "not_modified"
+            return result, download
+        try:
+            feed, result.warnings = await asyncio.to_thread(
+                parse_document, download.body, spec, download, self.now
+            )
+        except SourceError as exc:  # not a feed: keep the HTTP status and size in the result
+            result.status, result.error = "error", exc.reason
+            return result, download
+        result.entries_total = feed.total
+        if self.store:
+            await self._store(spec, result, feed, download, started)
+        else:
+            await self._count(spec, result, feed)
+        return result, download
+
+    async def _store(self, spec: SourceSpec, result: FetchResult, feed: NormalizedFeed,
+                     download: Download, started: float) -> None:
+        """Entries, outcome and body hash of one source in one transaction."""
+        known = self.snapshots[spec.key]  # every spec was synced before a storing run
+        async with self.write_lock, self.sessions() as session:
+            counts = await storage.write_entries(session, known.id, feed.entries, self.now)
+            result.entries_new, result.entries_updated = counts
+            result.seconds = time.perf_counter() - started
+            await self._write_outcome(session, known.id, result, download, download.body_hash)
+            await session.commit()
+
+    async def _count(self, spec: SourceSpec, result: FetchResult, feed: NormalizedFeed) -> None:
+        """How many entries a storing run would add or update (check mode: read only)."""
+        known = self.snapshots.get(spec.key)
+        async with self.sessions() as session:
+            counts = await storage.count_changes(session, known.id if known else None,
+                                                 feed.entries)
+        result.entries_new, result.entries_updated = counts
+
+    async def _record(self, spec: SourceSpec, result: FetchResult,
+                      download: Download | None) -> None:
+        """Store a not_modified or error outcome in its own short transaction.
+
+        ``download`` (only for not_modified) brings validators to store; an error keeps the
+        old ones, so that a body that failed to parse is fetched in full next time.
+        """
+        known = self.snapshots.get(spec.key)
+        if known is None:
+            return
+        try:
+            async with self.write_lock, self.sessions() as session:
+                await self._write_outcome(session, known.id, result, download, None)
+                await session.commit()
+        except SQLAlchemyError as exc:
+            log.warning("recording the outcome of %s failed: %s", spec.key, _line(exc))
+
+    async def _write_outcome(self, session: AsyncSession, source_id: int, result: FetchResult,
+                             download: Download | None, body_hash: str | None) -> None:
+        validators = None
+        if download is not None and download.http_status is not None:
+            validators = (download.validators.etag, download.validators.last_modified)
+        await storage.record_outcome(session, source_id, result, self.now,
+                                     validators=validators, body_hash=body_hash)
+
+
+def _line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+async def _prepare(sessions: SessionFactory, specs: Sequence[SourceSpec],
+                   store_results: bool) -> dict[str, SourceSnapshot]:
+    async with sessions() as session:
+        if not store_results:
+            return await storage.read_snapshots(session, [s.key for s in specs])
+        rows = await storage.sync_sources(session, list(specs))
+        await session.commit()
+        return {key: storage.snapshot(row) for key, row in rows.items()}
+
+
+async def fetch_sources(
+    sessions: SessionFactory,
+    specs: list[SourceSpec],
+    options: FetchOptions,
+    *,
+    now: dt.datetime,
+    store: bool = True,
+    progress: Callable[[FetchResult], None] | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> list[FetchResult]:
+    """Fetch every enabled spec; one result per enabled spec, in spec order."""
+    snapshots = await _prepare(sessions, specs, store)  # disabled ones too: their flag is shown
+    enabled = [spec for spec in specs if spec.enabled]
+    async with make_client(options, transport) as client:
+        run = _Run(sessions, Fetcher(client, options), options, snapshots, now, store)
+
+        async def one(spec: SourceSpec) -> FetchResult:
+            result = await run.source(spec)
+            if progress is not None:
+                progress(result)
+            return result
+
+        return list(await asyncio.gather(*(one(spec) for spec in enabled)))

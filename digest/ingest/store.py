@@ -1,0 +1,220 @@
+"""Database side of ingestion: source rows, entry upserts, fetch outcomes.
+
+Helpers take a session and never commit; the caller (``ingest``) owns the
+transaction, one per source. Entries are written in bulk: the stored
+``(entry_key, content_hash)`` pairs of the document's keys are read in one
+query per 1,000 keys, new rows go in with one executemany-style INSERT, changed
+rows with one bulk UPDATE by primary key.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from digest.ingest.normalize import NormalizedEntry
+from digest.ingest.sources import SourceSpec
+from digest.store.db import SessionFactory
+from digest.store.models import Entry, FetchLog, Source
+
+KEY_BATCH = 1000
+
+
+@dataclass(frozen=True)
+class SourceSnapshot:
+    """What a fetch needs from a stored source: its id and cache validators."""
+
+    id: int
+    etag: str | None
+    last_modified: str | None
+    body_hash: str | None
+
+
+@dataclass(frozen=True)
+class SourceState:
+    """One source's configuration and last outcome, for ``digest sources list``."""
+
+    key: str
+    name: str
+    url: str
+    kind: str
+    weight: float
+    enabled: bool
+    last_fetched_at: dt.datetime | None
+    last_status: str | None
+    last_http_status: int | None
+    last_error: str | None
+    consecutive_failures: int
+    entries: int
+
+    def as_json(self) -> dict[str, object]:
+        """A JSON-ready dict (times in ISO 8601)."""
+        data = dict(self.__dict__)
+        data["last_fetched_at"] = self.last_fetched_at.isoformat() if self.last_fetched_at else None
+        return data
+
+
+@dataclass
+class FetchResult:
+    """The outcome of fetching one source: the ``digest fetch --json`` object, and what is stored."""
+
+    source: str
+    status: str
+    http_status: int | None
+    entries_total: int = 0
+    entries_new: int = 0
+    entries_updated: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def as_json(self) -> dict[str, object]:
+        """Exactly the DESIGN ``digest fetch --json`` object."""
+        return {
+            "source": self.source, "status": self.status, "http_status": self.http_status,
+            "entries_total": self.entries_total, "entries_new": self.entries_new,
+            "entries_updated": self.entries_updated, "bytes": self.bytes,
+            "seconds": round(self.seconds, 3), "warnings": list(self.warnings), "error": self.error,
+        }
+
+
+async def sync_sources(session: AsyncSession, specs: Sequence[SourceSpec]) -> dict[str, Source]:
+    """Insert or update one ``Source`` row per spec (by key); a changed URL forgets validators."""
+    keys = [spec.key for spec in specs]
+    found = await session.scalars(select(Source).where(Source.key.in_(keys)))
+    rows = {row.key: row for row in found}
+    for spec in specs:
+        row = rows.get(spec.key)
+        if row is None:
+            row = rows[spec.key] = Source(key=spec.key, url=spec.url, consecutive_failures=0)
+            session.add(row)
+        elif row.url != spec.url:
+            row.url, row.etag, row.last_modified, row.body_hash = spec.url, None, None, None
+        row.name, row.kind = spec.name, spec.kind
+        row.weight, row.enabled = spec.weight, spec.enabled
+    await session.flush()
+    return rows
+
+
+def snapshot(row: Source) -> SourceSnapshot:
+    """The fetch-relevant part of a source row."""
+    return SourceSnapshot(row.id, row.etag, row.last_modified, row.body_hash)
+
+
+async def read_snapshots(session: AsyncSession, keys: Sequence[str]) -> dict[str, SourceSnapshot]:
+    """Snapshots of the stored sources among ``keys`` (read only)."""
+    rows = await session.scalars(select(Source).where(Source.key.in_(list(keys))))
+    return {row.key: snapshot(row) for row in rows}
+
+
+async def stored_hashes(session: AsyncSession, source_id: int, keys: Sequence[str]) -> dict[
+    str, tuple[int, str]
+]:
+    """``entry_key -> (id, content_hash)`` for the stored entries among ``keys``."""
+    found: dict[str, tuple[int, str]] = {}
+    for start in range(0, len(keys), KEY_BATCH):
+        batch = list(keys[start:start + KEY_BATCH])
+        query = select(Entry.entry_key, Entry.id, Entry.content_hash).where(
+            Entry.source_id == source_id, Entry.entry_key.in_(batch)
+        )
+        found.update({key: (id_, hash_) for key, id_, hash_ in await session.execute(query)})
+    return found
+
+
+def split_changes(
+    records: Sequence[NormalizedEntry], stored: dict[str, tuple[int, str]]
+) -> tuple[list[NormalizedEntry], list[tuple[int, NormalizedEntry]]]:
+    """Records that are new, and ``(id, record)`` pairs whose content hash changed."""
+    new = [r for r in records if r.entry_key not in stored]
+    changed = [(stored[r.entry_key][0], r) for r in records
+               if r.entry_key in stored and stored[r.entry_key][1] != r.content_hash]
+    return new, changed
+
+
+async def count_changes(session: AsyncSession, source_id: int | None,
+                        records: Sequence[NormalizedEntry]) -> tuple[int, int]:
+    """How many records would be new and how many updated (read only)."""
+    if source_id is None:
+        return len(records), 0
+    stored = await stored_hashes(session, source_id, [r.entry_key for r in records])
+    new, changed = split_changes(records, stored)
+    return len(new), len(changed)
+
+
+async def write_entries(session: AsyncSession, source_id: int, records: Sequence[NormalizedEntry],
+                        now: dt.datetime) -> tuple[int, int]:
+    """Insert new entries and update changed ones in bulk; return (new, updated)."""
+    stored = await stored_hashes(session, source_id, [r.entry_key for r in records])
+    new, changed = split_changes(records, stored)
+    if new:
+        rows = [{**r.row(), "source_id": source_id, "first_seen": now, "updated_at": now}
+                for r in new]
+        await session.execute(insert(Entry), rows)
+    if changed:
+        await session.execute(update(Entry), [_update_row(id_, r, now) for id_, r in changed])
+    return len(new), len(changed)
+
+
+def _update_row(entry_id: int, record: NormalizedEntry, now: dt.datetime) -> dict[str, Any]:
+    row = {**record.row(), "id": entry_id, "updated_at": now}
+    if record.published_is_fallback:  # keep the first fallback (first-seen) time
+        del row["published"], row["published_is_fallback"]
+    return row
+
+
+async def record_outcome(session: AsyncSession, source_id: int, outcome: FetchResult, now: dt.datetime,
+                         *, validators: tuple[str | None, str | None] | None = None,
+                         body_hash: str | None = None) -> None:
+    """Store the outcome on the source row and add a ``FetchLog`` row."""
+    values: dict[str, Any] = {
+        "last_fetched_at": now, "last_status": outcome.status,
+        "last_http_status": outcome.http_status, "last_error": outcome.error,
+    }
+    if outcome.status == "error":
+        values["consecutive_failures"] = Source.consecutive_failures + 1
+    else:
+        values["consecutive_failures"] = 0
+    if validators is not None:
+        values["etag"], values["last_modified"] = validators
+    if body_hash is not None:
+        values["body_hash"] = body_hash
+    await session.execute(update(Source).where(Source.id == source_id).values(**values))
+    session.add(FetchLog(
+        source_id=source_id, started_at=now, status=outcome.status,
+        http_status=outcome.http_status, entries_total=outcome.entries_total,
+        entries_new=outcome.entries_new, entries_updated=outcome.entries_updated,
+        bytes=outcome.bytes, seconds=outcome.seconds, warnings=list(outcome.warnings),
+        error=outcome.error,
+    ))
+
+
+async def source_states(sessions: SessionFactory) -> list[SourceState]:
+    """Every stored source with its last outcome and its number of stored entries."""
+    counts = (
+        select(Entry.source_id, func.count(Entry.id).label("n"))
+        .group_by(Entry.source_id)
+        .subquery()
+    )
+    query = (
+        select(Source, func.coalesce(counts.c.n, 0))
+        .outerjoin(counts, counts.c.source_id == Source.id)
+        .order_by(Source.key)
+    )
+    async with sessions() as session:
+        rows = (await session.execute(query)).all()
+    return [_state(source, int(n)) for source, n in rows]
+
+
+def _state(row: Source, entries: int) -> SourceState:
+    return SourceState(
+        key=row.key, name=row.name, url=row.url, kind=row.kind, weight=row.weight,
+        enabled=row.enabled, last_fetched_at=row.last_fetched_at, last_status=row.last_status,
+        last_http_status=row.last_http_status, last_error=row.last_error,
+        consecutive_failures=row.consecutive_failures, entries=entries,
+    )

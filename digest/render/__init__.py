@@ -1,0 +1,1 @@
+"""Rendering: one Jinja2 environment, every output format, splitting and escaping."""

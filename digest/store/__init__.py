@@ -1,0 +1,1 @@
+"""Storage: the ORM models, engine and sessions, read queries, run locks."""

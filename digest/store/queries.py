@@ -1,0 +1,337 @@
+"""Read stored digests and events. Helpers never commit: the caller owns the transaction."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import ColumnElement, Text, cast, exists, func, literal, select, true, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from digest.domain.errors import BuildError
+from digest.domain.layers import LAYER_IDS
+from digest.domain.views import DigestView, EventView, SourceLink
+from digest.store.models import Digest, DigestEvent, DigestText, Entry, Event, EventEntry, Source, Writeup
+from digest.write.extractive import EventInput, EventWriteup, SourceText, extractive_day, extractive_event
+
+
+async def get_digest(session: AsyncSession, date: dt.date) -> Digest:
+    """The stored digest of ``date``, or a BuildError with a hint to build it."""
+    digest = await session.scalar(select(Digest).where(Digest.date == date))
+    if digest is None:
+        raise BuildError(f"no digest for {date} yet; build it first: digest build --date {date}")
+    return digest
+
+
+async def event_sources(session: AsyncSession, event_ids: Sequence[int]) -> dict[int, list[SourceText]]:
+    """Every source entry of each event, best source first."""
+    rows = await session.execute(
+        select(EventEntry.event_id, Entry, Source)
+        .join(Entry, Entry.id == EventEntry.entry_id)
+        .join(Source, Source.id == Entry.source_id)
+        .where(EventEntry.event_id.in_(list(event_ids)))
+        .order_by(Source.weight.desc(), Entry.id)
+    )
+    found: dict[int, list[SourceText]] = defaultdict(list)
+    for event_id, entry, source in rows:
+        url = entry.canonical_url or entry.url
+        found[event_id].append(SourceText(source.name, url, entry.title, entry.summary))
+    return found
+
+
+async def load_view(session: AsyncSession, date: dt.date, locale: str) -> DigestView:
+    """The digest of ``date`` in ``locale``; missing write-ups are filled extractively."""
+    digest = await get_digest(session, date)
+    rows = (await session.execute(
+        select(DigestEvent, Event).join(Event, Event.id == DigestEvent.event_id)
+        .where(DigestEvent.digest_id == digest.id).order_by(DigestEvent.rank)
+    )).all()
+    ids = [event.id for _, event in rows]
+    sources = await event_sources(session, ids)
+    writeups = {w.event_id: w for w in (await session.scalars(
+        select(Writeup).where(Writeup.event_id.in_(ids), Writeup.locale == locale)
+    )).all()}
+    events = tuple(
+        _event_view(snap, event, sources.get(event.id, []), writeups.get(event.id), locale)
+        for snap, event in rows
+    )
+    text = await session.scalar(
+        select(DigestText).where(DigestText.digest_id == digest.id, DigestText.locale == locale)
+    )
+    if text is not None:
+        title, overview, watch, mode = text.title, text.overview, tuple(text.watchlist), text.mode
+    else:
+        day = extractive_day([e.as_writeup() for e in events], locale, date)
+        title, overview, watch, mode = day.title, day.overview, tuple(day.watchlist), day.mode
+    return DigestView(
+        date=date, locale=locale, title=title, overview=overview, watchlist=watch, day_mode=mode,
+        window_start=digest.window_start, window_end=digest.window_end, events=events,
+        stats=dict(digest.stats), tokens=digest.tokens, read_count=digest.read_count,
+    )
+
+
+def _event_view(
+    snap: DigestEvent, event: Event, sources: list[SourceText], row: Writeup | None, locale: str
+) -> EventView:
+    if row is not None:
+        text = EventWriteup(row.title, row.summary, row.why_it_matters, tuple(row.watch),
+                            tuple(snap.layers), row.mode)
+    else:
+        text = extractive_event(
+            EventInput(event.id, event.title, tuple(snap.layers), snap.score, tuple(sources)),
+            locale,
+        )
+    links = tuple(dict.fromkeys(SourceLink(s.name, s.url) for s in sources))
+    return EventView(
+        id=event.id, rank=snap.rank, title=text.title, url=event.url, score=snap.score,
+        score_breakdown=dict(snap.score_breakdown), layers=tuple(snap.layers), sources=links,
+        summary=text.summary, why_it_matters=text.why_it_matters, watch=tuple(text.watch),
+        written_by=text.mode, updated=snap.updated,
+    )
+
+
+# --- The archive: lists, event detail, read counts (the web app and the static export). ---
+
+MAX_INT32 = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class DigestSummary:
+    """One digest in the archive index."""
+
+    date: dt.date
+    title: str
+    events: int
+    layers: tuple[str, ...]
+    top_score: float
+    built_at: dt.datetime
+    published_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class DigestPage:
+    """One page of the archive index, newest first."""
+
+    items: tuple[DigestSummary, ...]
+    page: int
+    pages: int
+    total: int
+
+
+@dataclass(frozen=True)
+class SourceEntry:
+    """One entry an event gathers, as the event page lists it."""
+
+    name: str
+    title: str
+    url: str | None
+    published: dt.datetime
+
+
+@dataclass(frozen=True)
+class Appearance:
+    """A digest that showed an event, with the rank and score it had there."""
+
+    date: dt.date
+    title: str
+    rank: int
+    score: float
+
+
+@dataclass(frozen=True)
+class EventDetail:
+    """An event with its write-up in one locale, latest shown score, every source and digest."""
+
+    id: int
+    title: str
+    summary: str
+    why_it_matters: str
+    watch: tuple[str, ...]
+    written_by: str
+    url: str | None
+    score: float
+    score_breakdown: dict[str, float]
+    layers: tuple[str, ...]
+    first_seen: dt.datetime
+    sources: tuple[SourceEntry, ...]
+    digests: tuple[Appearance, ...]
+
+
+@dataclass(frozen=True)
+class RecentEvent:
+    """An event shown in a recent digest (its latest showing)."""
+
+    id: int
+    title: str
+    summary: str
+    url: str | None
+    score: float
+    score_breakdown: dict[str, float]
+    layers: tuple[str, ...]
+    date: dt.date
+    rank: int
+    first_seen: dt.datetime
+
+
+def _layer_like(column: Any, layer: str) -> ColumnElement[bool]:
+    """A portable "JSON list contains ``layer``" test (layer ids are a closed set of plain names)."""
+    escaped = layer.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return cast(column, Text).like(f'%"{escaped}"%', escape="\\")
+
+
+def _with_layer(layer: str | None) -> ColumnElement[bool]:
+    if layer is None:
+        return true()
+    return exists().where(DigestEvent.digest_id == Digest.id, _layer_like(DigestEvent.layers, layer))
+
+
+async def list_digests(
+    session: AsyncSession, locale: str, *, page: int = 1, per_page: int = 20, layer: str | None = None
+) -> DigestPage:
+    """One page of built digests, newest first; ``layer`` keeps digests with an event in it."""
+    where = _with_layer(layer)
+    total = int(await session.scalar(select(func.count()).select_from(Digest).where(where)) or 0)
+    digests = (await session.scalars(
+        select(Digest).where(where).order_by(Digest.date.desc())
+        .limit(per_page).offset((page - 1) * per_page)
+    )).all()
+    titles = await day_titles(session, digests, locale)
+    shown = await _shown_events(session, [d.id for d in digests])
+    items = tuple(_summary(d, titles[d.id], shown.get(d.id, [])) for d in digests)
+    return DigestPage(items, page, max(1, -(-total // per_page)), total)
+
+
+async def _shown_events(session: AsyncSession, ids: Sequence[int]) -> dict[int, list[DigestEvent]]:
+    rows = await session.scalars(select(DigestEvent).where(DigestEvent.digest_id.in_(list(ids))))
+    found: dict[int, list[DigestEvent]] = defaultdict(list)
+    for row in rows:
+        found[row.digest_id].append(row)
+    return found
+
+
+def _summary(digest: Digest, title: str, shown: list[DigestEvent]) -> DigestSummary:
+    seen = {lid for row in shown for lid in row.layers}
+    return DigestSummary(
+        date=digest.date, title=title, events=len(shown),
+        layers=tuple(lid for lid in LAYER_IDS if lid in seen),
+        top_score=max((row.score for row in shown), default=0.0),
+        built_at=digest.built_at, published_at=digest.published_at,
+    )
+
+
+async def day_titles(session: AsyncSession, digests: Sequence[Digest], locale: str) -> dict[int, str]:
+    """Each digest's title in ``locale``; a missing locale is composed extractively."""
+    rows = await session.scalars(select(DigestText).where(
+        DigestText.digest_id.in_([d.id for d in digests]), DigestText.locale == locale))
+    titles = {row.digest_id: row.title for row in rows}
+    for digest in digests:
+        if digest.id not in titles:
+            titles[digest.id] = (await load_view(session, digest.date, locale)).title
+    return titles
+
+
+async def count_read(session: AsyncSession, date: dt.date) -> int | None:
+    """Add one view to the digest of ``date`` atomically; the new count, or None when unbuilt."""
+    result = await session.execute(
+        update(Digest).where(Digest.date == date)
+        .values(read_count=Digest.read_count + 1).returning(Digest.read_count)
+        .execution_options(synchronize_session=False)
+    )
+    return result.scalar_one_or_none()
+
+
+async def event_detail(session: AsyncSession, event_id: int, locale: str) -> EventDetail | None:
+    """An event shown in at least one digest, with everything its page needs; else None."""
+    if not 0 < event_id <= MAX_INT32:
+        return None
+    event = await session.get(Event, event_id)
+    shows = (await session.execute(
+        select(DigestEvent, Digest).join(Digest, Digest.id == DigestEvent.digest_id)
+        .where(DigestEvent.event_id == event_id).order_by(Digest.date.desc())
+    )).all()
+    if event is None or not shows:
+        return None
+    titles = await day_titles(session, [d for _, d in shows], locale)
+    latest = shows[0][0]
+    text = (await event_texts(session, [(event, latest)], locale))[event.id]
+    return EventDetail(
+        id=event.id, title=text.title, summary=text.summary, why_it_matters=text.why_it_matters,
+        watch=tuple(text.watch), written_by=text.mode, url=event.url, score=latest.score,
+        score_breakdown=dict(latest.score_breakdown), layers=tuple(latest.layers),
+        first_seen=event.first_seen, sources=tuple(await _source_entries(session, event.id)),
+        digests=tuple(Appearance(d.date, titles[d.id], s.rank, s.score) for s, d in shows),
+    )
+
+
+async def _source_entries(session: AsyncSession, event_id: int) -> list[SourceEntry]:
+    rows = await session.execute(
+        select(Entry, Source.name).join(EventEntry, EventEntry.entry_id == Entry.id)
+        .join(Source, Source.id == Entry.source_id)
+        .where(EventEntry.event_id == event_id).order_by(Source.weight.desc(), Entry.id)
+    )
+    return [SourceEntry(name, entry.title, entry.canonical_url or entry.url, entry.published)
+            for entry, name in rows]
+
+
+async def event_texts(
+    session: AsyncSession, shown: Sequence[tuple[Event, DigestEvent]], locale: str
+) -> dict[int, EventWriteup]:
+    """Each event's write-up in ``locale``; a missing one is written extractively."""
+    ids = [event.id for event, _ in shown]
+    rows = await session.scalars(select(Writeup).where(Writeup.event_id.in_(ids), Writeup.locale == locale))
+    found = {w.event_id: EventWriteup(w.title, w.summary, w.why_it_matters, tuple(w.watch), (), w.mode)
+             for w in rows}
+    missing = [(event, snap) for event, snap in shown if event.id not in found]
+    sources = await event_sources(session, [event.id for event, _ in missing]) if missing else {}
+    for event, snap in missing:
+        found[event.id] = extractive_event(EventInput(
+            event.id, event.title, tuple(snap.layers), snap.score, tuple(sources.get(event.id, []))
+        ), locale)
+    return found
+
+
+async def recent_events(
+    session: AsyncSession, locale: str, *, since: dt.datetime, layer: str | None = None,
+    min_score: float = 0.0, limit: int = 200, order: str = "date",
+) -> list[RecentEvent]:
+    """Events shown in digests whose window ended after ``since``, each once.
+
+    ``order="date"``: newest digest first, then rank; ``order="score"``: best first.
+    Write-ups are loaded for the chosen events only.
+    """
+    recent = select(Digest.id).where(Digest.window_end > since)  # IN: digest_event's key is used
+    ranking = ((DigestEvent.score.desc(), Digest.date.desc(), DigestEvent.rank) if order == "score"
+               else (Digest.date.desc(), DigestEvent.rank))
+    query = (
+        select(Event, DigestEvent, Digest.date)
+        .join(DigestEvent, DigestEvent.event_id == Event.id)
+        .join(Digest, Digest.id == DigestEvent.digest_id)
+        .where(DigestEvent.digest_id.in_(recent), DigestEvent.score >= min_score)
+        .order_by(*ranking)
+    )
+    if layer is not None:
+        query = query.where(_layer_like(DigestEvent.layers, layer))
+    chosen: dict[int, tuple[Event, DigestEvent, dt.date]] = {}
+    for event, snap, date in (await session.execute(query)).all():
+        chosen.setdefault(event.id, (event, snap, date))
+        if len(chosen) >= limit:
+            break
+    picked = list(chosen.values())
+    texts = await event_texts(session, [(e, s) for e, s, _ in picked], locale)
+    return [RecentEvent(e.id, texts[e.id].title, texts[e.id].summary, e.url, s.score,
+                        dict(s.score_breakdown), tuple(s.layers), date, s.rank, e.first_seen)
+            for e, s, date in picked]
+
+
+async def all_event_ids(session: AsyncSession) -> list[int]:
+    """Every event shown in at least one digest (the static export writes a page for each)."""
+    rows = await session.scalars(select(DigestEvent.event_id).distinct().order_by(DigestEvent.event_id))
+    return list(rows)
+
+
+async def ping(session: AsyncSession) -> None:
+    """Raise unless the database answers."""
+    await session.execute(select(literal(1)))

@@ -1,0 +1,1 @@
+"""Subscriptions: the one service for web, chat and CLI; signed tokens; throttles."""

@@ -1,0 +1,1 @@
+"""The web archive (Starlette): pages, JSON API, subscription flow, static export."""
