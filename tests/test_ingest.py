@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import socket
 import time
 from collections import Counter
@@ -22,6 +23,7 @@ from feeds import arxiv_item, arxiv_listing, atom, github_releases, rfc822, rss
 from feedserver import FeedServer, Reply
 from sqlalchemy import func, select
 
+from digest.domain.status import FetchStatus
 from digest.ingest.pipeline import (
     FetchOptions,
     FetchResult,
@@ -174,6 +176,30 @@ async def test_changed_entry_is_updated_in_place_and_new_ones_added(
     assert set(by_title) == {"a", "b, revised", "c"}
     assert by_title["b, revised"].first_seen == NOW and by_title["b, revised"].updated_at == later
     assert by_title["a"].updated_at == NOW
+
+
+async def test_statuses_are_fetch_status_members_stored_and_shown_as_the_same_words(
+    sessions: SessionFactory, server: FeedServer
+) -> None:
+    good = server.serve("/good.xml", Reply(news("a"), etag='"v1"'))
+    bad = server.serve("/bad.xml", Reply(b"oops", status=404))
+    first = await fetch(sessions, spec("good", good), spec("bad", bad))
+    (again,) = await fetch(sessions, spec("good", good))
+
+    results = [*first, again]
+    assert [r.status for r in results] == [FetchStatus.OK, FetchStatus.ERROR,
+                                           FetchStatus.NOT_MODIFIED]
+    assert all(type(r.status) is FetchStatus for r in results)
+    words = [json.loads(json.dumps(r.as_json()))["status"] for r in results]
+    assert words == ["ok", "error", "not_modified"]
+    query = select(Source.key, FetchLog.status).join(Source).order_by(FetchLog.id)
+    async with sessions() as session:
+        logged = [(key, status) for key, status in await session.execute(query)]
+    assert sorted(logged[:2]) == [("bad", "error"), ("good", "ok")]  # one run: any order
+    assert logged[2:] == [("good", "not_modified")]
+    assert all(type(status) is str for _, status in logged)
+    assert [(await state(sessions, k)).last_status for k in ("good", "bad")] == [
+        "not_modified", "error"]
 
 
 async def test_failures_are_counted_and_reset(sessions: SessionFactory, server: FeedServer) -> None:

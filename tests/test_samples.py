@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import calendar
+import json
 import re
 import tomllib
 from datetime import UTC, datetime, time, timedelta
@@ -12,8 +13,18 @@ from zoneinfo import ZoneInfo
 
 import feedparser
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from digest.ingest.samples import FEEDS, sample_items, write_samples
+from digest.domain.errors import DigestError
+from digest.ingest.samples import (
+    FEEDS,
+    SampleContentError,
+    load_content,
+    parse_content,
+    sample_items,
+    write_samples,
+)
 from digest.ingest.sources import SourceSpec, load_sources
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
@@ -233,3 +244,70 @@ def test_counts_are_in_range() -> None:
     items = sample_items(NOWS[0])
     assert 40 <= len(items) <= 70
     assert {i.source for i in items} == {f.key for f in FEEDS}
+
+
+# --- the content file: checked by models, refused in one line naming the table and the field
+
+VALID_PAPER: dict[str, object] = {
+    "id": "2611.00001", "version": 1, "announce": "new", "categories": ["cs.PL"],
+    "age_minutes": 60, "relevant": True, "title": "T", "authors": "A", "abstract": "B",
+}
+OPTIONAL = {"license"}  # the one paper field with a default
+WRONG_TYPE: dict[type, object] = {str: 7, int: "7", bool: 1, list: "cs.PL"}
+
+
+def toml_tables(kind: str, tables: list[dict[str, object]]) -> str:
+    """TOML for an array of tables (JSON scalars and arrays of strings are valid TOML)."""
+    return "".join(f"[[{kind}]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in t.items())
+                   for t in tables)
+
+
+def test_the_bundled_content_fits_the_models() -> None:
+    content = load_content()
+    assert content.papers and content.posts and content.releases
+    assert all(isinstance(p.categories, tuple) and p.license for p in content.papers)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    count=st.integers(min_value=1, max_value=4),
+    data=st.data(),
+    field=st.sampled_from(sorted(VALID_PAPER)),
+    missing=st.booleans(),
+)
+def test_a_bad_paper_field_is_named_in_one_line(
+    count: int, data: st.DataObject, field: str, missing: bool
+) -> None:
+    bad = data.draw(st.integers(min_value=0, max_value=count - 1))
+    papers = [dict(VALID_PAPER, id=f"2611.{i:05d}") for i in range(count)]
+    if missing:
+        del papers[bad][field]
+    else:
+        papers[bad][field] = WRONG_TYPE[type(VALID_PAPER[field])]
+    with pytest.raises(SampleContentError) as caught:
+        parse_content(toml_tables("paper", papers), "content.toml")
+    message = str(caught.value)
+    assert message.startswith(f"content.toml: [[paper]] #{bad + 1}: {field}")
+    assert "\n" not in message
+    assert ("required" in message) is missing
+
+
+@pytest.mark.parametrize(("tables", "expected"), [
+    (toml_tables("paper", [VALID_PAPER | {"announce": "old"}]), "[[paper]] #1: announce: "),
+    (toml_tables("paper", [VALID_PAPER | {"categories": []}]), "[[paper]] #1: categories: "),
+    (toml_tables("paper", [VALID_PAPER | {"licence": "x"}]), "[[paper]] #1: licence: Extra"),
+    (toml_tables("paper", [VALID_PAPER, VALID_PAPER | {"categories": ["cs.PL", 3]}]),
+     "[[paper]] #2: categories[1]: "),
+    (toml_tables("post", [{"feed": "gh-llvm", "age_minutes": 1, "relevant": True, "title": "t",
+                           "html": "h"}]),
+     "[[post]] #1: feed: unknown or unsuitable feed 'gh-llvm'"),
+    (toml_tables("release", [{"feed": "llvm-blog", "tag": "v1", "title": "t", "author": "a",
+                              "age_minutes": 1, "relevant": True, "html": "h"}]),
+     "[[release]] #1: feed: unknown or unsuitable feed 'llvm-blog'"),
+    (toml_tables("papers", [VALID_PAPER]), "papers: Extra inputs"),
+    ("[[post]\n", "not valid TOML: "),
+])
+def test_content_errors_name_the_field(tables: str, expected: str) -> None:
+    with pytest.raises(SampleContentError, match=re.escape(f"content.toml: {expected}")) as caught:
+        parse_content(tables, "content.toml")
+    assert isinstance(caught.value, DigestError) and "\n" not in str(caught.value)

@@ -39,6 +39,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from digest.domain.errors import NotAFeedError, SourceError
+from digest.domain.status import FetchStatus
 from digest.ingest import store as storage
 from digest.ingest.fetch import Download, Fetcher, FetchOptions, Validators, make_client
 from digest.ingest.jsonfeed import parse_json_feed
@@ -138,8 +139,8 @@ class _Run:
             if len(result.warnings) > MAX_WARNINGS:
                 extra = len(result.warnings) - MAX_WARNINGS
                 result.warnings = [*result.warnings[:MAX_WARNINGS], f"... and {extra} more"]
-            if self.store and result.status != "ok":  # "ok" was committed with its entries
-                fresh = download if result.status == "not_modified" else None
+            if self.store and result.status != FetchStatus.OK:  # OK was committed with entries
+                fresh = download if result.status == FetchStatus.NOT_MODIFIED else None
                 await self._record(spec, result, fresh)
             return result
 
@@ -150,14 +151,15 @@ class _Run:
             return await self._fetch_and_store(spec, started)
         except SourceError as exc:
             http_status = getattr(exc, "http_status", None)
-            return FetchResult(spec.key, "error", http_status, error=exc.reason), None
+            return FetchResult(spec.key, FetchStatus.ERROR, http_status, error=exc.reason), None
         except SQLAlchemyError as exc:
             log.warning("storing %s failed: %s", spec.key, _line(exc))
-            return FetchResult(spec.key, "error", None, error=f"{STORAGE_FAILED}: {_line(exc)}"), None
+            reason = f"{STORAGE_FAILED}: {_line(exc)}"
+            return FetchResult(spec.key, FetchStatus.ERROR, None, error=reason), None
         except Exception as exc:  # a bug on one source's input must not stop the others
             log.exception("unexpected failure on source %s", spec.key)
             reason = f"internal error: {type(exc).__name__}: {_line(exc)}"
-            return FetchResult(spec.key, "error", None, error=reason), None
+            return FetchResult(spec.key, FetchStatus.ERROR, None, error=reason), None
 
     async def _fetch_and_store(self, spec: SourceSpec, started: float) -> tuple[
         FetchResult, Download
@@ -165,16 +167,17 @@ class _Run:
         known = self.snapshots.get(spec.key) if self.store else None
         validators = Validators(known.etag, known.last_modified) if known else Validators()
         download = await self.fetcher.fetch(spec, validators)
-        result = FetchResult(spec.key, "ok", download.http_status, bytes=len(download.body or b""))
+        size = len(download.body or b"")
+        result = FetchResult(spec.key, FetchStatus.OK, download.http_status, bytes=size)
         if download.body is None or (known and known.body_hash == download.body_hash):
-            result.status = "not_modified"
+            result.status = FetchStatus.NOT_MODIFIED
             return result, download
         try:
             feed, result.warnings = await asyncio.to_thread(
                 parse_document, download.body, spec, download, self.now
             )
         except SourceError as exc:  # not a feed: keep the HTTP status and size in the result
-            result.status, result.error = "error", exc.reason
+            result.status, result.error = FetchStatus.ERROR, exc.reason
             return result, download
         result.entries_total = feed.total
         if self.store:

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from digest.domain.status import FetchStatus
 from digest.ingest.normalize import NormalizedEntry
 from digest.ingest.sources import SourceSpec
 from digest.store.db import SessionFactory
@@ -64,7 +65,7 @@ class FetchResult:
     """The outcome of fetching one source: the ``digest fetch --json`` object, and what is stored."""
 
     source: str
-    status: str
+    status: FetchStatus
     http_status: int | None
     entries_total: int = 0
     entries_new: int = 0
@@ -176,7 +177,7 @@ async def record_outcome(session: AsyncSession, source_id: int, outcome: FetchRe
         "last_fetched_at": now, "last_status": outcome.status,
         "last_http_status": outcome.http_status, "last_error": outcome.error,
     }
-    if outcome.status == "error":
+    if outcome.status == FetchStatus.ERROR:
         values["consecutive_failures"] = Source.consecutive_failures + 1
     else:
         values["consecutive_failures"] = 0
