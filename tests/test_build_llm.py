@@ -22,9 +22,8 @@ from digest.store.models import Digest, DigestEvent, Event
 from digest.store.queries import load_view
 from digest.write import prompts
 from digest.write.llm import LLMClient
-from tests.builders import COMPILER_PAPERS, add_entry, add_source
+from tests.builders import COMPILER_PAPERS, DAY, NOW, WINDOW, add_entry, add_source
 from tests.fake_llm import FakeLLM, Reply, Seen, answer, server_error
-from tests.test_build import DAY, NOW, WINDOW
 
 MODEL = "fake-model"
 OPTIONS = BuildOptions(locales=("zh", "en"))

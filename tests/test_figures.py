@@ -5,8 +5,11 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from digest.write.figures import extract_figures, unsupported_figures
+from digest.analyze.figures import extract_figures, unsupported_figures
+from digest.analyze.taxonomy import figures
 
 # Phrases from the seeds' sources, as the check sees them.
 SOURCE = (
@@ -82,3 +85,21 @@ def test_allowed_texts_count_as_sources() -> None:
 
 def test_several_texts_report_each_missing_figure_once() -> None:
     assert unsupported_figures(["3.1x", "又是 3.1x，还有 42%"], [SOURCE]) == ["3.1x", "42%"]
+
+
+def test_a_range_low_end_takes_the_kind_but_not_the_unit() -> None:
+    low, high = extract_figures("1.96 至 2.86 倍")
+    assert (low.kind, low.unit, high.kind, high.unit) == ("ratio", "", "ratio", "倍")
+    assert (low.compact, high.compact) == ("1.96x", "2.86x")
+    assert figures("1.96 至 2.86 倍") == ["2.86x"], "the classifier counts a range once"
+
+
+_PIECES = st.sampled_from(["1", "2.5", "12,500", "3", "0", " ", "  ", "x", "X", "×", "倍", "%", "percent",
+                           " times", " H100", " GPUs", "4", "_", ".", ",", "，", "至", "-", "v", "a", "１"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PIECES, max_size=12).map("".join))
+def test_the_classifier_reads_figures_through_the_one_extractor(text: str) -> None:
+    stated = {f.compact for f in extract_figures(text) if f.kind in ("ratio", "percent")}
+    assert set(figures(text)) <= stated

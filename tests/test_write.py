@@ -11,14 +11,16 @@ from typing import Any
 
 import pytest
 from fake_llm import FakeLLM, answer
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from digest.domain.status import WriteMode
+from digest.domain.views import DigestView, EventView
+from digest.domain.writeups import EventInput, EventWriteup, SourceText, overall_mode
 from digest.store.db import SessionFactory
 from digest.write import prompts
 from digest.write.llm import LLMClient
 from digest.write.writer import (
-    EventInput,
-    EventWriteup,
-    SourceText,
     WriteStats,
     extractive_day,
     extractive_event,
@@ -338,3 +340,20 @@ def test_versions_are_not_key_figures() -> None:
     from digest.write.extractive import key_figures
 
     assert key_figures("LLVM 21.1.8 Release: builds 2.5x faster, 30% smaller", "en") == ["2.5x", "30%"]
+
+
+def _view(event_modes: list[str], day_mode: str) -> DigestView:
+    events = tuple(EventView(n, n + 1, f"E{n}", None, 1.0, {}, (), (), "s", "w", (), mode)
+                   for n, mode in enumerate(event_modes))
+    moment = dt.datetime(2026, 9, 17, tzinfo=dt.UTC)
+    return DigestView(DATE, "en", "t", "o", (), day_mode, moment, moment, events)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["extractive", "deepseek-chat", "gpt-x"]), max_size=5),
+       st.sampled_from(["extractive", "deepseek-chat"]))
+def test_one_generation_mode_rule_for_the_build_and_the_view(events: list[str], day: str) -> None:
+    modes = [*events, day]
+    expected = modes[0] if len(set(modes)) == 1 else "mixed"
+    assert overall_mode(modes) == expected == _view(events, day).generation_mode
+    assert overall_mode([]) == WriteMode.EXTRACTIVE == "extractive"

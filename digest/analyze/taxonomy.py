@@ -24,17 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from digest.analyze.figures import extract_figures, normalise
 from digest.domain.errors import ConfigError
 from digest.domain.layers import LAYER_IDS
 from digest.resources import data_dir
 
 _TOKEN = re.compile(r"[a-z0-9_]+|[^\sa-z0-9_]")
 _DASHES = re.compile(r"[-‐‑‒–—]")
-_SPEEDUP = re.compile(
-    r"(?<![a-z0-9_.])(\d+(?:\.\d+)?)\s*(?:x|×|倍)(?![a-z0-9_])"
-    r"(?!\s*(?:[a-z]+\d{2,}|gpus?|nodes?|cores?))"
-)
-_PERCENT = re.compile(r"(?<![a-z0-9_.])(\d+(?:\.\d+)?)\s*%")
+_SPEEDUP_SIGNS = ("x", "×", "倍")
+# After a ratio's sign: a shape or a name ("4x4", "2x_"), or a count of hardware ("8x H100", "4x GPUs").
+_NOT_A_SPEEDUP = re.compile(r"[a-z0-9_]|\s*(?:[a-z]+\d{2,}|gpus?|nodes?|cores?)", re.I)
 _TOP_KEYS = {"version", "relevance", "negative", "source_prior", "novelty", "layers"}
 _RELEVANCE_KEYS = {"threshold", "margin", "saturation", "layer_share", "triage_band", "core"}
 _LAYER_KEYS = {"threshold", "phrases", "figure_weight", "max_figures"}
@@ -47,11 +46,17 @@ def tokenize(text: str) -> list[str]:
 
 
 def figures(text: str) -> list[str]:
-    """Distinct quantitative figures in ``text``: speed-ups ("2.52x", "1.56 倍") and percentages."""
-    folded = unicodedata.normalize("NFKC", text).lower()
-    found = [f"{m.group(1)}x" for m in _SPEEDUP.finditer(folded)]
-    found += [f"{m.group(1)}%" for m in _PERCENT.finditer(folded)]
-    return list(dict.fromkeys(found))
+    """Distinct figures as layer evidence: speed-ups ("2.52x", "1.56 倍" as "1.56x"), then percentages.
+
+    Read by the one extractor (``digest.analyze.figures``); only figures written
+    with their own sign count (a range's low end, "3 times" or "50 percent" do not).
+    """
+    normal = normalise(text)
+    found = extract_figures(text)
+    speedups = [f for f in found if f.kind == "ratio" and f.unit.lower() in _SPEEDUP_SIGNS
+                and not _NOT_A_SPEEDUP.match(normal, f.end)]
+    percents = [f for f in found if f.kind == "percent" and f.unit == "%"]
+    return list(dict.fromkeys(f.compact for f in [*speedups, *percents]))
 
 
 @dataclass(frozen=True)

@@ -34,14 +34,13 @@ from digest.analyze.score import ScoreWeights
 from digest.analyze.taxonomy import Taxonomy, load_taxonomy
 from digest.build.analyze import analyze
 from digest.build.event_store import EventRecord, to_item
+from digest.domain.status import WriteMode
 from digest.domain.window import Window, date_of, window_for
+from digest.domain.writeups import DayWriteup, EventInput, EventWriteup, overall_mode
 from digest.store.db import SessionFactory
 from digest.store.models import Digest, DigestEvent, DigestText, Entry, FetchLog, Source, Writeup
 from digest.write.llm import LLMClient
 from digest.write.writer import (
-    DayWriteup,
-    EventInput,
-    EventWriteup,
     WriteStats,
     extractive_day,
     extractive_event,
@@ -78,7 +77,7 @@ class BuildReport:
     candidates: int = 0
     events: int = 0
     tokens: int = 0
-    generation_mode: str = "extractive"
+    generation_mode: str = WriteMode.EXTRACTIVE
     llm: dict[str, Any] = field(default_factory=dict)
     triage: dict[str, int] = field(default_factory=dict)
 
@@ -234,14 +233,6 @@ async def _write_event(
     return extractive_event(event, locale)
 
 
-def overall_mode(modes: Sequence[str]) -> str:
-    """The model name when the LLM wrote everything, ``extractive``, or ``mixed``."""
-    distinct = set(modes)
-    if not distinct:
-        return "extractive"
-    return distinct.pop() if len(distinct) == 1 else "mixed"
-
-
 async def _store(
     sessions: SessionFactory,
     window: Window,
@@ -317,7 +308,7 @@ async def _store_snapshot(
 
 def _shown_layers(record: EventRecord, text: EventWriteup | None) -> list[str]:
     """The rules' layers, or the LLM's refinement of them (already checked against the closed list)."""
-    if text is not None and text.mode != "extractive" and text.layers:
+    if text is not None and text.mode != WriteMode.EXTRACTIVE and text.layers:
         return list(text.layers)
     return list(record.layers)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from digest.domain.arxiv import ARXIV_PREFIX_RE
 from digest.ingest.feedtext import clean_id, text_of
 
 ANNOUNCE_TYPES = ("new", "cross", "replace", "replace-cross")
@@ -22,7 +23,6 @@ _ARXIV_ID = r"(\d{4}\.\d{4,5}|[a-z][a-z-]{0,15}(?:\.[A-Z]{2})?/\d{7})(?:v(\d+))?
 _ARXIV_TEXT_RE = re.compile(r"arXiv:" + _ARXIV_ID, re.I)
 _ARXIV_OAI_RE = re.compile(r"^oai:arXiv\.org:" + _ARXIV_ID + r"$", re.I)
 _ARXIV_PATH_RE = re.compile(r"^/(?:abs|pdf|html)/" + _ARXIV_ID + r"(?:\.pdf)?/?$")
-ARXIV_PREFIX_RE = re.compile(r"^\s*arXiv:\S+\s+Announce Type:\s*([\w-]+)\s*(?:Abstract:\s*)?", re.I)
 ARXIV_TITLE_SUFFIX_RE = re.compile(r"\s*\(arXiv:[^)]*\)\s*$", re.I)
 _DOI_RE = re.compile(r"\b(10\.\d{4,9}/\S+)", re.I)
 _GITHUB_TAG_PATH_RE = re.compile(r"^/([\w.-]+)/([\w.-]+)/releases/tag/(.+)$")

@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from digest.domain.arxiv import ARXIV_PREFIX_RE
 from digest.ingest.extids import (
-    ARXIV_PREFIX_RE,
     ARXIV_TITLE_SUFFIX_RE,
     ArxivRef,
     arxiv_ref,

@@ -1,16 +1,20 @@
 """The OpenAI-compatible client: JSON answers, a cache, a daily token budget, one retry policy.
 
-The only module that imports ``openai``. One call of :meth:`LLMClient.ask_json`:
+The only module that imports ``openai``. :class:`LLMClient` puts three pieces
+together; one call of :meth:`LLMClient.ask_json`:
 
-1. cache    look up ``LLMCache`` by (prompt version, model, sha256 of the input);
-            a hit costs no tokens and no request.
-2. budget   tokens spent today = the tokens of the cache rows created since
-            ``day_start`` + tokens this client spent on answers it could not
-            cache; refuse when nothing is left or the prompt would not fit.
-3. request  ``chat.completions.create`` with ``response_format=json_object``; the
-            SDK's retries are off. 429 (its ``retry-after`` honoured, capped), 5xx,
-            timeouts and connection errors are retried with exponential backoff up
-            to ``max_attempts``; any other 4xx is final.
+1. cache    :class:`digest.write.cache.AnswerCache`, keyed by (prompt version,
+            model, sha256 of the input); a hit costs no tokens and no request.
+2. budget   :class:`digest.write.budget.TokenBudget`: tokens spent today = the
+            tokens of the cache rows created since ``day_start`` + tokens spent
+            on answers that could not be cached; refuse when nothing is left or
+            the prompt would not fit.
+3. request  :class:`ChatTransport`: ``chat.completions.create`` with
+            ``response_format=json_object``; the SDK's retries are off. 429 (its
+            ``retry-after`` honoured, capped), 5xx, timeouts and connection errors
+            are retried with exponential backoff (:class:`RetryPolicy`, waited
+            through an injectable ``sleep``) up to ``max_attempts``; any other 4xx
+            is final.
 4. parse    the answer must be one JSON object; only then it is cached (committed).
 
 Failures are returned as :class:`LLMFailure` with a reason (``budget``,
@@ -23,26 +27,26 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import email.utils
-import hashlib
 import json
 import logging
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import openai
-from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError
 
+from digest.domain.clock import Clock, system_now
 from digest.store.db import SessionFactory
-from digest.store.models import LLMCache, utcnow
+from digest.write.budget import TokenBudget, estimate_tokens
+from digest.write.cache import AnswerCache, input_hash
 
 log = logging.getLogger(__name__)
 
-_CJK = re.compile(r"[\u3000-\u9fff\uac00-\ud7af\uff00-\uffef]")
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
+
+Sleep = Callable[[float], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -81,18 +85,7 @@ class _Final(Exception):
         self.reason = reason
 
 
-def estimate_tokens(text: str) -> int:
-    """A deliberately high token estimate: one per CJK character, one per 3 other characters."""
-    cjk = len(_CJK.findall(text))
-    return cjk + (len(text) - cjk + 2) // 3
-
-
-def input_hash(system: str, user: str) -> str:
-    """The cache key of a prompt: sha256 over the system and user messages."""
-    return hashlib.sha256(json.dumps([system, user], ensure_ascii=False).encode()).hexdigest()
-
-
-def retry_after_seconds(headers: Any) -> float | None:
+def retry_after_seconds(headers: Mapping[str, str] | None, now: Clock = system_now) -> float | None:
     """Seconds asked by ``retry-after-ms`` / ``retry-after`` (number or HTTP date), if any."""
     if headers is None:
         return None
@@ -106,7 +99,7 @@ def retry_after_seconds(headers: Any) -> float | None:
             pass
         when = _http_date(value) if divisor == 1.0 else None
         if when is not None:
-            return max(0.0, (when - utcnow()).total_seconds())
+            return max(0.0, (when - now()).total_seconds())
     return None
 
 
@@ -118,8 +111,23 @@ def _http_date(value: str) -> dt.datetime | None:
     return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
 
 
-class LLMClient:
-    """An OpenAI-compatible chat endpoint behind our cache, budget and retry policy."""
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to retry a retryable failure."""
+
+    max_attempts: int = 3
+    backoff: float = 0.5  # seconds before the 2nd attempt, doubled for each next one
+    max_retry_after: float = 30.0  # the most a server's retry-after may make us wait
+
+    def delay(self, attempt: int, asked: float | None) -> float:
+        """Seconds to wait after failed ``attempt`` (1-based); ``asked`` by the server wins, capped."""
+        if asked is not None:
+            return min(asked, self.max_retry_after)
+        return float(self.backoff * 2 ** (attempt - 1))
+
+
+class ChatTransport:
+    """One OpenAI-compatible chat endpoint under :class:`RetryPolicy`; JSON-object answers."""
 
     def __init__(
         self,
@@ -127,152 +135,43 @@ class LLMClient:
         base_url: str,
         model: str,
         timeout: float,
-        daily_tokens: int,
-        sessions: SessionFactory,
-        day_start: dt.datetime,
-        max_attempts: int = 3,
-        backoff: float = 0.5,
+        policy: RetryPolicy,
         *,
-        max_retry_after: float = 30.0,
         max_completion_tokens: int = 2048,
         temperature: float | None = 0.3,
-        clock: Callable[[], dt.datetime] = utcnow,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
-        if day_start.tzinfo is None:
-            raise ValueError("day_start must be timezone-aware")
         self.model = model
-        self.daily_tokens = daily_tokens
-        self.day_start = day_start
-        self.max_attempts = max(1, max_attempts)
-        self.backoff = backoff
-        self.max_retry_after = max_retry_after
+        self.policy = policy
         self.max_completion_tokens = max_completion_tokens
         self.temperature = temperature
-        self._clock = clock  # stamps cache rows, which the budget sums from day_start
-        self._sessions = sessions
+        self._sleep = sleep
         self._client = openai.AsyncOpenAI(
             api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
         )
-        self._budget_lock = asyncio.Lock()
-        self._reserved = 0
-        self._uncached_tokens = 0
         self.calls = 0  # HTTP requests sent, retries included
-        self.cache_hits = 0
-        self.tokens = 0  # tokens spent by this client (cached answers cost none)
-        self.failures: Counter[str] = Counter()
+        self.tokens = 0  # tokens of the answers received
 
     async def aclose(self) -> None:
         """Close the underlying HTTP client."""
         await self._client.close()
 
-    async def complete_json(self, prompt_version: str, system: str, user: str) -> LLMAnswer | None:
-        """A JSON object answer (cached or fresh), or None when there is none (logged)."""
-        result = await self.ask_json(prompt_version, system, user)
-        return result if isinstance(result, LLMAnswer) else None
-
-    async def ask_json(
-        self, prompt_version: str, system: str, user: str
-    ) -> LLMAnswer | LLMFailure:
-        """Like :meth:`complete_json`, but a failure says why."""
-        key = input_hash(system, user)
-        cached = await self._cached(prompt_version, key)
-        if cached is not None:
-            self.cache_hits += 1
-            return cached
-        estimate = estimate_tokens(system + user)
-        if not await self._reserve(estimate):
-            return self._fail(LLMFailure("budget"), "daily token budget exhausted")
-        released = False
-        try:
-            result = await self._fresh(system, user)
-            async with self._budget_lock:  # spending and releasing look atomic to _reserve
-                self._reserved, released = self._reserved - estimate, True
-                await self._account(prompt_version, key, result)
-            return result
-        finally:
-            if not released:
-                self._reserved -= estimate
-
-    async def _account(self, prompt_version: str, key: str, result: LLMAnswer | LLMFailure) -> None:
-        """Cache an answer (its tokens count from then on); remember what a failure cost."""
-        if isinstance(result, LLMAnswer):
-            await self._store(prompt_version, key, result)
-        else:
-            self._uncached_tokens += result.tokens
-
-    def record_failure(self, reason: str) -> None:
-        """Count a failure found by a caller (invalid answer, unsupported figure)."""
-        self.failures[reason] += 1
-
-    async def spent_today(self) -> int:
-        """Tokens spent since ``day_start``: cached answers plus uncacheable ones."""
-        spent = func.sum(LLMCache.prompt_tokens + LLMCache.completion_tokens)
-        async with self._sessions() as session:
-            total = await session.scalar(
-                select(func.coalesce(spent, 0)).where(LLMCache.created_at >= self.day_start)
-            )
-        return int(total or 0) + self._uncached_tokens
-
-    async def _reserve(self, estimate: int) -> bool:
-        """Reserve room for a prompt; concurrent calls see each other's reservations."""
-        async with self._budget_lock:
-            left = self.daily_tokens - await self.spent_today() - self._reserved
-            if left <= 0 or estimate > left:
-                log.warning("LLM budget: %d token(s) left today, prompt needs ~%d", left, estimate)
-                return False
-            self._reserved += estimate
-            return True
-
-    async def _cached(self, prompt_version: str, key: str) -> LLMAnswer | None:
-        async with self._sessions() as session:
-            row = await session.scalar(
-                select(LLMCache).where(
-                    LLMCache.prompt_version == prompt_version,
-                    LLMCache.model == self.model,
-                    LLMCache.input_hash == key,
-                )
-            )
-        if row is None:
-            return None
-        return LLMAnswer(json.loads(row.answer), 0, 0, cached=True)
-
-    async def _store(self, prompt_version: str, key: str, answer: LLMAnswer) -> None:
-        row = LLMCache(
-            prompt_version=prompt_version, model=self.model, input_hash=key,
-            answer=json.dumps(answer.data, ensure_ascii=False),
-            prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens,
-            created_at=self._clock(),
-        )
-        try:
-            async with self._sessions.begin() as session:
-                session.add(row)
-        except IntegrityError:  # a concurrent identical call cached it first
-            self._uncached_tokens += answer.tokens
-
-    async def _fresh(self, system: str, user: str) -> LLMAnswer | LLMFailure:
-        """Send the prompt under the retry policy, then parse the answer."""
-        reason, last = "unknown", ""
-        for attempt in range(1, self.max_attempts + 1):
+    async def ask(self, system: str, user: str) -> LLMAnswer | LLMFailure:
+        """Send the prompt under the retry policy, then parse the answer (failures logged)."""
+        reason, last, attempts = "unknown", "", self.policy.max_attempts
+        for attempt in range(1, attempts + 1):
             try:
                 return self._parse(await self._request(system, user), system + user)
             except _Final as exc:
                 return self._fail(LLMFailure(exc.reason), _cause(exc))
             except _Retryable as exc:
                 reason, last = exc.reason, _cause(exc)
-                if attempt == self.max_attempts:
+                if attempt == attempts:
                     break
-                delay = self._delay(attempt, exc.delay)
-                log.info("LLM %s, attempt %d/%d; retrying in %.2fs",
-                         reason, attempt, self.max_attempts, delay)
-                await asyncio.sleep(delay)
-        return self._fail(
-            LLMFailure(reason), f"gave up after {self.max_attempts} attempt(s); last: {last}"
-        )
-
-    def _delay(self, attempt: int, asked: float | None) -> float:
-        if asked is not None:
-            return min(asked, self.max_retry_after)
-        return float(self.backoff * 2 ** (attempt - 1))
+                delay = self.policy.delay(attempt, exc.delay)
+                log.info("LLM %s, attempt %d/%d; retrying in %.2fs", reason, attempt, attempts, delay)
+                await self._sleep(delay)
+        return self._fail(LLMFailure(reason), f"gave up after {attempts} attempt(s); last: {last}")
 
     async def _request(self, system: str, user: str) -> Any:
         """One HTTP request; errors sorted into retryable and final."""
@@ -319,7 +218,6 @@ class LLMClient:
         return LLMAnswer(data, prompt_tokens, completion_tokens, cached=False)
 
     def _fail(self, failure: LLMFailure, why: str) -> LLMFailure:
-        self.failures[failure.reason] += 1
         log.warning("LLM call failed (%s, model %s): %s", failure.reason, self.model, why)
         return failure
 
@@ -338,3 +236,101 @@ def _usage(response: Any, prompt: str, content: str) -> tuple[int, int]:
     if isinstance(prompt_tokens, int) and isinstance(completion_tokens, int):
         return prompt_tokens, completion_tokens
     return estimate_tokens(prompt), estimate_tokens(content)
+
+
+class LLMClient:
+    """An OpenAI-compatible chat endpoint behind our cache, budget and retry policy."""
+
+    def __init__(
+        self,
+        api_key: str,
+        base_url: str,
+        model: str,
+        timeout: float,
+        daily_tokens: int,
+        sessions: SessionFactory,
+        day_start: dt.datetime,
+        max_attempts: int = 3,
+        backoff: float = 0.5,
+        *,
+        max_retry_after: float = 30.0,
+        max_completion_tokens: int = 2048,
+        temperature: float | None = 0.3,
+        clock: Clock = system_now,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self.cache = AnswerCache(sessions, model, clock)  # the clock stamps rows the budget sums
+        self.budget = TokenBudget(daily_tokens, day_start, self.cache.tokens_since)
+        policy = RetryPolicy(max(1, max_attempts), backoff, max_retry_after)
+        self.transport = ChatTransport(
+            api_key, base_url, model, timeout, policy,
+            max_completion_tokens=max_completion_tokens, temperature=temperature, sleep=sleep,
+        )
+        self.model = model
+        self.cache_hits = 0
+        self.failures: Counter[str] = Counter()
+
+    @property
+    def max_attempts(self) -> int:
+        """Attempts per prompt, the first included."""
+        return self.transport.policy.max_attempts
+
+    @property
+    def calls(self) -> int:
+        """HTTP requests sent, retries included."""
+        return self.transport.calls
+
+    @property
+    def tokens(self) -> int:
+        """Tokens spent by this client (cached answers cost none)."""
+        return self.transport.tokens
+
+    async def aclose(self) -> None:
+        """Close the underlying HTTP client."""
+        await self.transport.aclose()
+
+    async def complete_json(self, prompt_version: str, system: str, user: str) -> LLMAnswer | None:
+        """A JSON object answer (cached or fresh), or None when there is none (logged)."""
+        result = await self.ask_json(prompt_version, system, user)
+        return result if isinstance(result, LLMAnswer) else None
+
+    async def ask_json(
+        self, prompt_version: str, system: str, user: str
+    ) -> LLMAnswer | LLMFailure:
+        """Like :meth:`complete_json`, but a failure says why."""
+        key = input_hash(system, user)
+        cached = await self.cache.get(prompt_version, key)
+        if cached is not None:
+            self.cache_hits += 1
+            return LLMAnswer(cached, 0, 0, cached=True)
+        estimate = estimate_tokens(system + user)
+        if not await self.budget.reserve(estimate):
+            log.warning("LLM call failed (budget, model %s): daily token budget exhausted", self.model)
+            return self._counted(LLMFailure("budget"))
+        try:
+            result = await self.transport.ask(system, user)
+        except BaseException:  # cancelled: the reservation must not outlive the call
+            self.budget.release(estimate)
+            raise
+        await self.budget.settle(estimate, lambda: self._record(prompt_version, key, result))
+        return self._counted(result) if isinstance(result, LLMFailure) else result
+
+    async def _record(self, prompt_version: str, key: str, result: LLMAnswer | LLMFailure) -> int:
+        """Cache an answer (its tokens count through the cache); else the tokens it cost."""
+        if isinstance(result, LLMAnswer) and await self.cache.put(
+            prompt_version, key, result.data, result.prompt_tokens, result.completion_tokens
+        ):
+            return 0
+        return result.tokens
+
+    def _counted(self, failure: LLMFailure) -> LLMFailure:
+        self.failures[failure.reason] += 1
+        return failure
+
+    def record_failure(self, reason: str) -> None:
+        """Count a failure found by a caller (invalid answer, unsupported figure)."""
+        self.failures[reason] += 1
+
+    async def spent_today(self) -> int:
+        """Tokens spent since ``day_start``: cached answers plus uncacheable ones."""
+        return await self.budget.spent_today()

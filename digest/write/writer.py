@@ -2,7 +2,7 @@
 
 For each (event, locale) the build asks :func:`llm_event`; ``None`` means
 "write it extractively" (:func:`extractive_event`, re-exported from
-``digest.extractive``), and the reason is counted in :class:`WriteStats` and on
+``digest.write.extractive``), and the reason is counted in :class:`WriteStats` and on
 the client. An LLM answer is used only when:
 
 1. it is one JSON object with the required keys, of the right types and lengths
@@ -10,7 +10,7 @@ the client. An LLM answer is used only when:
    none remain the rule layers stay);
 2. it is in the reader's language (zh text for zh; for en, Chinese text only
    where the sources have it, i.e. names);
-3. every figure it states appears in the event's sources (``digest.figures``);
+3. every figure it states appears in the event's sources (``digest.analyze.figures``);
    otherwise the write-up falls back and ``figures`` is counted.
 
 The day's title, overview and watch list follow the same rules against the
@@ -27,25 +27,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from digest.analyze.figures import unsupported_figures
+from digest.domain.daytext import extractive_day
 from digest.domain.layers import LAYER_IDS
+from digest.domain.writeups import DayWriteup, EventInput, EventWriteup, SourceText
 from digest.write import prompts
-from digest.write.extractive import (
-    DayWriteup,
-    EventInput,
-    EventWriteup,
-    SourceText,
-    clean_text,
-    extractive_day,
-    extractive_event,
-)
-from digest.write.figures import unsupported_figures
+from digest.write.extractive import clean_text, extractive_event
 from digest.write.llm import LLMAnswer, LLMClient, LLMFailure
 
 __all__ = [
-    "DayWriteup",
-    "EventInput",
-    "EventWriteup",
-    "SourceText",
     "WriteStats",
     "extractive_day",
     "extractive_event",

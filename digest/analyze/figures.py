@@ -26,7 +26,9 @@ the event contains makes that write-up fall back to extractive". The rule, exact
   (``提升 50%`` for ``1.5x``) is not supported either.
 
 Only Arabic digits are figures; Chinese numerals (三个, 两倍) are not checked.
-Pure: no I/O.
+The one figure extractor: the write-up check here, the extractive writer's key
+figures and the classifier's figure evidence (``digest.analyze.taxonomy``) all
+read :func:`extract_figures`. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 _SCALES: dict[str, int] = {
@@ -62,6 +64,15 @@ class Figure:
     kind: str  # "ratio", "percent", "version" or "" (plain)
     scaled: bool = False
     number: str = ""  # the digits as written, without the unit
+    unit: str = ""  # the unit written right after it ("" for a range's low end)
+    end: int = field(default=0, compare=False)  # where it ends in ``normalise(text)``
+
+    @property
+    def compact(self) -> str:
+        """``2.52x`` or ``89%`` (the digits as written) for a ratio or percentage, else ``raw``."""
+        if self.kind == "ratio":
+            return f"{self.number}x"
+        return f"{self.number}%" if self.kind == "percent" else self.raw
 
     @property
     def exempt(self) -> bool:
@@ -98,11 +109,11 @@ def _figure(match: re.Match[str]) -> Figure:
     number, unit = match.group("num"), match.group("unit") or ""
     digits = number.replace(",", "")
     if digits.count(".") >= 2:
-        return Figure(number, digits, "version", number=number)
+        return Figure(number, digits, "version", number=number, end=match.end("num"))
     kind, scale = _unit_meaning(unit)
     raw = match.group(0).strip() if kind or scale != 1 else number
     value = _canonical(Decimal(digits) * scale)
-    return Figure(raw, value, kind, scaled=scale != 1, number=number)
+    return Figure(raw, value, kind, scaled=scale != 1, number=number, unit=unit, end=match.end())
 
 
 def _canonical(value: Decimal) -> Decimal:
