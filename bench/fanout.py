@@ -34,7 +34,7 @@ import aiosmtplib  # noqa: E402
 from sqlalchemy import insert  # noqa: E402
 
 from digest.build.pipeline import BuildOptions, build_digest  # noqa: E402
-from digest.deliver.outbox import plan_deliveries  # noqa: E402
+from digest.deliver.planning import plan_deliveries  # noqa: E402
 from digest.deliver.publish import PublishOptions  # noqa: E402
 from digest.deliver.sending import SendOptions  # noqa: E402
 from digest.deliver.smtp import SmtpChannel, SmtpConfig  # noqa: E402

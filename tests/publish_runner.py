@@ -10,9 +10,10 @@ from digest.build.pipeline import BuildOptions, build_digest
 from digest.deliver.channels import Message, Outcome, PushChannel, SendResult
 from digest.deliver.mailer import MailIdentity
 from digest.deliver.publish import Channels, Composer, PublishOptions, Runner
-from digest.deliver.sending import SendOptions, Sleep
+from digest.deliver.sending import SendOptions
 from digest.domain.errors import ConfigError
 from digest.domain.layers import LAYER_IDS
+from digest.domain.ratelimit import Sleep
 from digest.domain.window import window_for
 from digest.render.renderer import Renderer
 from digest.store.db import SessionFactory

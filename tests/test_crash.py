@@ -33,7 +33,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from digest.deliver.outbox import SENDING
+from digest.domain.status import DeliveryStatus
 from digest.store.db import open_database
 from digest.store.models import Delivery
 from tests.publish_runner import DAY, NOW, add_subscriber, build_day
@@ -94,7 +94,8 @@ def _finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
 
 async def _sending_rows(url: str) -> int:
     async with open_database(url) as sessions, sessions() as session:
-        return int(await session.scalar(select(func.count()).where(Delivery.status == SENDING)) or 0)
+        sending = select(func.count()).where(Delivery.status == DeliveryStatus.SENDING)
+        return int(await session.scalar(sending) or 0)
 
 
 async def test_killed_publishes_lose_nothing_and_duplicate_at_most_the_messages_in_flight(

@@ -22,10 +22,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 
+from digest.bootstrap import preview_eml
 from digest.build.pipeline import BuildOptions, build_digest
 from digest.config import Settings, load_settings
 from digest.deliver.channels import Message, Outcome
 from digest.deliver.confirm_mail import ALREADY, CONFIRM, TEXTS, compose
+from digest.deliver.headers import sendable_address
 from digest.deliver.mailer import (
     EmailTemplate,
     MailIdentity,
@@ -33,8 +35,6 @@ from digest.deliver.mailer import (
     compose_message,
     message_id,
     personal_links,
-    preview_eml,
-    sendable_address,
 )
 from digest.deliver.smtp import SmtpChannel, SmtpConfig
 from digest.domain.errors import ConfigError, SubscriptionError
@@ -48,11 +48,11 @@ from digest.render.safety import one_line
 from digest.store.db import SessionFactory
 from digest.store.models import Subscriber
 from digest.store.queries import load_view
-from digest.subscribe.subscriptions import validate_address
+from digest.subscribe.validation import validate_address
 from tests.builders import add_entry, add_source
 from tests.publish_runner import SITE, add_subscriber, make_runner
 from tests.smtpserver import SMTPTestServer, smtp_server
-from tests.test_web_subscribe import site
+from tests.webapp import site
 
 NEWSLETTER = ["From", "To", "Subject", "Date", "Message-ID", "List-Id", "List-Unsubscribe",
               "List-Unsubscribe-Post", "MIME-Version", "Content-Type"]
@@ -182,7 +182,7 @@ def test_no_feed_text_reaches_a_header_as_anything_but_the_subject(
     eml = preview_eml(view, preview_settings, now=DATE).encode()
     identity = MailIdentity.from_settings(preview_settings.mail_from)
     assert_newsletter(eml, identity, to="reader@example.org", mid=message_id(DAY, 0, identity.domain),
-                      links=personal_links(SITE, preview_settings.secret(), 0, "reader@example.org"),
+                      links=personal_links(SITE, preview_settings.secret(), 0, "reader@example.org", DATE),
                       subject=parts.subject)
 
 

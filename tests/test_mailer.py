@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import random
-import time
 from email import message_from_bytes, policy
 from email.message import EmailMessage
 from pathlib import Path
@@ -212,16 +211,33 @@ async def test_smtp_connections_are_reused_and_bounded() -> None:
         assert len(server.received) == 30 and server.handler.connections <= 3
 
 
+class FakeClock:
+    """Time that moves only when someone sleeps: the rate is checked without waiting for it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def time(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        await asyncio.sleep(0)
+
+
 async def test_smtp_rate_limit_spaces_the_sends() -> None:
+    clock = FakeClock()
     with smtp_server() as server:
-        channel = _smtp(server.port, concurrency=4, rate=40.0)
-        started = time.monotonic()
+        config = SmtpConfig(host="127.0.0.1", port=server.port, tls="none", timeout=5, concurrency=4,
+                            rate=40.0, envelope_from="digest@example.org")
+        channel = SmtpChannel(config, clock=clock.time, sleep=clock.sleep)
         try:
-            await asyncio.gather(*(channel.send(_message(_data("r@example.com"), "r@example.com"))
-                                   for _ in range(12)))
+            results = await asyncio.gather(*(channel.send(_message(_data("r@example.com"), "r@example.com"))
+                                             for _ in range(12)))
         finally:
             await channel.aclose()
-    assert time.monotonic() - started >= 11 / 40 * 0.9
+    assert {r.outcome for r in results} == {Outcome.SENT}
+    assert clock.now == pytest.approx(11 / 40)  # 12 starts, one every 25 ms of the injected clock
 
 
 async def test_smtp_authentication() -> None:

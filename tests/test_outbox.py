@@ -12,29 +12,23 @@ from hypothesis import strategies as st
 from sqlalchemy import func, select
 
 from digest.deliver.outbox import (
-    BUG,
-    EXHAUSTED,
-    FAILED,
-    PERMANENT,
-    PLANNED,
-    SENDING,
-    SENT,
-    EventFacts,
     Held,
     Record,
     apply,
     claim,
     digests_with_work,
     held_rows,
-    kept_events,
     pending_counts,
-    plan_deliveries,
     renew,
     requeue_failed,
 )
+from digest.deliver.planning import EventFacts, KeptCache, plan_deliveries
 from digest.deliver.publish import PublishReport
+from digest.domain.status import DeliveryStatus, FailureKind, SubscriberStatus
+from digest.domain.views import filter_view
 from digest.store.db import SessionFactory, open_database
 from digest.store.models import Delivery, Digest, Subscriber
+from tests.conftest import build_event, build_view
 from tests.publish_runner import NOW, RecordingChannel, add_subscriber, build_day, make_runner
 
 LEASE = dt.timedelta(minutes=10)
@@ -56,10 +50,29 @@ async def _rows(sessions: SessionFactory) -> list[Delivery]:
 
 def test_kept_events_match_the_filter_semantics() -> None:
     events = [EventFacts(1, frozenset({"a", "b"}), 50.0), EventFacts(2, frozenset({"c"}), 30.0)]
-    assert kept_events(events, {"b", "z"}, 0) == (1,)
-    assert kept_events(events, {"a", "c"}, 40) == (1,)
-    assert kept_events(events, {"a", "c"}, 30) == (1, 2)
-    assert kept_events(events, {"z"}, 0) == () == kept_events(events, set(), 0)
+    kept = KeptCache(events)
+    assert kept({"b", "z"}, 0) == (1,)
+    assert kept({"a", "c"}, 40) == (1,)
+    assert kept({"a", "c"}, 30) == (1, 2)
+    assert kept({"z"}, 0) == () == kept(set(), 0)
+
+
+_LAYERS = ("tensor_ir", "kernel_codegen", "runtime", "optimization")
+_SCORES = st.sampled_from([0.0, 30.0, 49.5, 50.0, 80.0, 100.0])
+_EVENTS = st.lists(st.tuples(st.sets(st.sampled_from(_LAYERS)), _SCORES), max_size=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(events=_EVENTS, layers=st.sets(st.sampled_from(_LAYERS)),
+       min_score=_SCORES)
+def test_planning_keeps_what_the_view_filter_keeps(events: list[tuple[set[str], float]], layers: set[str],
+                                                   min_score: float) -> None:
+    """The plan's filter (KeptCache over the outbox's facts) and the readers' (filter_view) agree."""
+    views = tuple(build_event(n, layers=tuple(sorted(ls)), score=score)
+                  for n, (ls, score) in enumerate(events))
+    facts = [EventFacts(e.id, frozenset(e.layers), e.score) for e in views]
+    shown = filter_view(build_view(views), layers, min_score).events
+    assert KeptCache(facts)(layers, min_score) == tuple(e.id for e in shown)
 
 
 async def test_planning_happens_once_for_the_subscribers_active_then(sessions: SessionFactory) -> None:
@@ -74,7 +87,7 @@ async def test_planning_happens_once_for_the_subscribers_active_then(sessions: S
     assert plan.first and plan.planned == {"email": 1, "telegram": 1} and plan.empty == {"email": 2}
     rows = await _rows(sessions)
     assert [(r.subscriber_id, r.status, r.message_id) for r in rows] == [
-        (everyone, PLANNED, f"<m-{everyone}@x>"), (chat, PLANNED, None)]
+        (everyone, DeliveryStatus.PLANNED, f"<m-{everyone}@x>"), (chat, DeliveryStatus.PLANNED, None)]
     assert (await _digest(sessions, digest_id)).published_at == NOW
     await add_subscriber(sessions, "late@example.com")
     async with sessions.begin() as session:
@@ -142,14 +155,14 @@ async def test_claims_respect_limit_lease_and_exclusions(sessions: SessionFactor
 
     assert await take(3, exclude=(1,)) == [(2, True), (4, False), (5, False)]
     assert await take(10) == [(1, True)]  # 3's lease still holds
-    assert {r.status for r in await _rows(sessions)} == {SENDING}
+    assert {r.status for r in await _rows(sessions)} == {DeliveryStatus.SENDING}
 
 
 async def test_rows_handled_in_this_run_are_not_claimed_again(sessions: SessionFactory) -> None:
     await _planned(sessions, 1)
     (did,) = await _claim(sessions, NOW)
-    deferred = Record(did, PLANNED, 1, 0, 1, "451 later", claimed_at=NOW + dt.timedelta(seconds=5),
-                      message_id="<m-1@x>")
+    deferred = Record(did, DeliveryStatus.PLANNED, 1, 0, 1, "451 later",
+                      claimed_at=NOW + dt.timedelta(seconds=5), message_id="<m-1@x>")
     async with sessions.begin() as session:
         await apply(session, [deferred])
     assert await _claim(sessions, NOW + dt.timedelta(seconds=6), started=NOW) == []
@@ -161,12 +174,13 @@ async def test_records_and_refusals_are_written(sessions: SessionFactory) -> Non
     a, b = await _claim(sessions, NOW)
     async with sessions.begin() as session:
         await apply(session, [
-            Record(a, SENT, 1, 1, 1, None, NOW, sent_at=NOW, message_id="<m-1@x>"),
-            Record(b, FAILED, 1, 0, 1, "550 gone", NOW, message_id="<m-2@x>", mark=(2, "bounced")),
+            Record(a, DeliveryStatus.SENT, 1, 1, 1, None, NOW, sent_at=NOW, message_id="<m-1@x>"),
+            Record(b, DeliveryStatus.FAILED, 1, 0, 1, "550 gone", NOW, message_id="<m-2@x>",
+                   mark=(2, SubscriberStatus.BOUNCED)),
         ])
     rows = await _rows(sessions)
     assert [(r.status, r.parts_sent, r.attempts, r.sent_at, r.last_error) for r in rows] == [
-        (SENT, 1, 1, NOW, None), (FAILED, 0, 1, None, "550 gone")]
+        (DeliveryStatus.SENT, 1, 1, NOW, None), (DeliveryStatus.FAILED, 0, 1, None, "550 gone")]
     async with sessions() as session:
         assert (await session.get_one(Subscriber, 2)).status == "bounced"
         assert (await session.get_one(Subscriber, 1)).status == "active"
@@ -199,7 +213,7 @@ async def test_two_workers_on_postgres_never_send_a_delivery_twice(postgres_url:
     sent = Counter(m.delivery_id for ch in channels for m in ch.sent)
     assert len(sent) == 60 and set(sent.values()) == {1}
     assert all(ch.sent for ch in channels)  # both workers took a share
-    assert statuses == {SENT: 60} and attempts == 60
+    assert statuses == {DeliveryStatus.SENT: 60} and attempts == 60
     assert sum(rep.channels["email"].sent for rep in reports) == 60
 
 
@@ -233,17 +247,19 @@ async def test_requeue_failed_puts_back_only_our_bugs(sessions: SessionFactory) 
     a, b, c, d = await _claim(sessions, NOW)
     async with sessions.begin() as session:
         await apply(session, [
-            Record(a, FAILED, 1, 0, 1, "compose: ValueError()", NOW, failure=BUG),
-            Record(b, FAILED, 1, 0, 1, "550 gone", NOW, failure=PERMANENT, mark=(2, "bounced")),
-            Record(c, FAILED, 10, 0, 1, "451 later", NOW, failure=EXHAUSTED),
-            Record(d, SENT, 1, 1, 1, None, NOW, sent_at=NOW),
+            Record(a, DeliveryStatus.FAILED, 1, 0, 1, "compose: ValueError()", NOW, failure=FailureKind.BUG),
+            Record(b, DeliveryStatus.FAILED, 1, 0, 1, "550 gone", NOW, failure=FailureKind.PERMANENT,
+                   mark=(2, SubscriberStatus.BOUNCED)),
+            Record(c, DeliveryStatus.FAILED, 10, 0, 1, "451 later", NOW, failure=FailureKind.EXHAUSTED),
+            Record(d, DeliveryStatus.SENT, 1, 1, 1, None, NOW, sent_at=NOW),
         ])
     async with sessions.begin() as session:
         assert await requeue_failed(session, digest_id + 1) == {}  # another digest: nothing
         assert await requeue_failed(session, digest_id) == {"email": 1}
     rows = await _rows(sessions)
     assert [(r.status, r.failure, r.attempts) for r in rows] == [
-        (PLANNED, None, 0), (FAILED, PERMANENT, 1), (FAILED, EXHAUSTED, 10), (SENT, None, 1)]
+        (DeliveryStatus.PLANNED, None, 0), (DeliveryStatus.FAILED, FailureKind.PERMANENT, 1),
+        (DeliveryStatus.FAILED, FailureKind.EXHAUSTED, 10), (DeliveryStatus.SENT, None, 1)]
     assert await _claim(sessions, NOW) == [a]
 
 
@@ -261,7 +277,7 @@ async def test_every_sending_row_is_either_held_or_claimable(
     async with sessions.begin() as session:  # rows 1..n sending under leases ending NOW + each offset
         for row in (await session.scalars(select(Delivery).order_by(Delivery.id))).all():
             offset = leases[row.id - 1] if row.id <= len(leases) else None
-            row.status = PLANNED if offset is None else SENDING
+            row.status = DeliveryStatus.PLANNED if offset is None else DeliveryStatus.SENDING
             row.claimed_at = None if offset is None else NOW - dt.timedelta(minutes=5)
             row.lease_until = None if offset is None else NOW + dt.timedelta(seconds=offset)
     async with sessions() as session:

@@ -7,6 +7,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -18,11 +19,12 @@ from sqlalchemy import select
 
 from digest.deliver.channels import Message, Outcome, SendResult
 from digest.deliver.mailer import FileOutbox
-from digest.deliver.outbox import FAILED, PLANNED, SENDING, SENT, SKIPPED, Held, claim, held_rows
+from digest.deliver.outbox import Held, claim, held_rows
 from digest.deliver.publish import PublishOptions
 from digest.deliver.sending import DeliveryError
 from digest.deliver.smtp import SmtpChannel, SmtpConfig
 from digest.domain.errors import BuildError
+from digest.domain.status import DeliveryStatus
 from digest.store.db import SessionFactory
 from digest.store.models import Delivery, Subscriber
 from digest.store.queries import load_view
@@ -32,6 +34,7 @@ from tests.publish_runner import (
     FAST,
     NOW,
     SECRET,
+    SITE,
     RecordingChannel,
     StepClock,
     add_subscriber,
@@ -139,8 +142,8 @@ async def test_faults_are_retried_bounced_or_contained(sqlite_sessions: SessionF
         ["ok@example.com", "busy@example.com", "flaky@example.com"])
     rows = await _rows(sessions)
     assert {a: r.status for a, r in rows.items()} == {
-        "ok@example.com": SENT, "busy@example.com": SENT, "flaky@example.com": SENT,
-        "gone@example.com": FAILED}
+        "ok@example.com": DeliveryStatus.SENT, "busy@example.com": DeliveryStatus.SENT,
+        "flaky@example.com": DeliveryStatus.SENT, "gone@example.com": DeliveryStatus.FAILED}
     assert rows["busy@example.com"].attempts == 2 and rows["ok@example.com"].attempts == 1
     assert "550" in (rows["gone@example.com"].last_error or "")
     assert await _status(sessions, "gone@example.com") == "bounced"
@@ -160,7 +163,7 @@ async def test_authentication_failure_stops_the_run_and_marks_nobody(sqlite_sess
         await runner.channels.aclose()
         assert server.received == []
     rows = await _rows(sqlite_sessions)
-    assert {r.status for r in rows.values()} == {PLANNED}
+    assert {r.status for r in rows.values()} == {DeliveryStatus.PLANNED}
     assert {r.attempts for r in rows.values()} == {0} and {r.claimed_at for r in rows.values()} == {None}
     async with sqlite_sessions() as session:
         assert set((await session.scalars(select(Subscriber.status))).all()) == {"active"}
@@ -230,7 +233,7 @@ async def test_unconfigured_channel_keeps_its_rows_for_a_worker(sqlite_sessions:
     report = await make_runner(sqlite_sessions, {"email": email}).publish(DAY, "en")
     skipped = report.channels["telegram"]
     assert skipped.skipped == 1 and "not configured" in skipped.notes[0]
-    assert (await _rows(sqlite_sessions))["-100123"].status == PLANNED
+    assert (await _rows(sqlite_sessions))["-100123"].status == DeliveryStatus.PLANNED
     telegram = RecordingChannel("telegram")
     worker = await make_runner(sqlite_sessions, {"email": email, "telegram": telegram}).work(once=True)
     assert [m.address for m in telegram.sent] == ["-100123"] and len(email.sent) == 1
@@ -249,14 +252,16 @@ async def test_chat_verdicts(sqlite_sessions: SessionFactory) -> None:
     telegram = RecordingChannel("telegram", script=script)
     report = await make_runner(sqlite_sessions, {"telegram": telegram}).publish(DAY, "en")
     rows = await _rows(sqlite_sessions)
-    assert {a: r.status for a, r in rows.items()} == {"1": FAILED, "2": FAILED, "3": PLANNED, "-1004": SENT,
-                                                      "5": SENT}
+    assert {a: r.status for a, r in rows.items()} == {
+        "1": DeliveryStatus.FAILED, "2": DeliveryStatus.FAILED, "3": DeliveryStatus.PLANNED,
+        "-1004": DeliveryStatus.SENT, "5": DeliveryStatus.SENT}
     assert rows["3"].attempts == 3 and rows["3"].last_error == "429"
     assert [await _status(sqlite_sessions, a) for a in ("1", "2", "3")] == ["blocked", "active", "active"]
     tally = report.channels["telegram"]
     assert (tally.sent, tally.failed, tally.deferred, tally.retried) == (2, 2, 1, 2)
     retry = await make_runner(sqlite_sessions, {"telegram": telegram}).work(once=True)
-    assert retry.channels["telegram"].sent == 1 and (await _rows(sqlite_sessions))["3"].status == SENT
+    assert retry.channels["telegram"].sent == 1
+    assert (await _rows(sqlite_sessions))["3"].status == DeliveryStatus.SENT
 
 
 async def test_attempts_across_runs_are_capped(sqlite_sessions: SessionFactory) -> None:
@@ -267,7 +272,7 @@ async def test_attempts_across_runs_are_capped(sqlite_sessions: SessionFactory) 
     first = await make_runner(sqlite_sessions, {"telegram": telegram}, options=options).publish(DAY, "en")
     second = await make_runner(sqlite_sessions, {"telegram": telegram}, options=options).work(once=True)
     assert first.channels["telegram"].deferred == 1 and second.channels["telegram"].failed == 1
-    assert (await _rows(sqlite_sessions))["9"].status == FAILED
+    assert (await _rows(sqlite_sessions))["9"].status == DeliveryStatus.FAILED
 
 
 async def test_a_deferred_row_waits_before_its_next_run(sqlite_sessions: SessionFactory) -> None:
@@ -296,7 +301,7 @@ async def test_a_reader_who_left_before_its_turn_is_skipped(sqlite_sessions: Ses
         (await session.get_one(Subscriber, sid)).status = "unsubscribed"
     report = await make_runner(sqlite_sessions, {"email": email}).work(once=True)
     assert email.calls == [] and report.channels["email"].skipped == 1
-    assert (await _rows(sqlite_sessions))["r@example.com"].status == SKIPPED
+    assert (await _rows(sqlite_sessions))["r@example.com"].status == DeliveryStatus.SKIPPED
 
 
 async def test_rows_of_a_dead_process_are_resent_and_counted(sqlite_sessions: SessionFactory) -> None:
@@ -308,7 +313,7 @@ async def test_rows_of_a_dead_process_are_resent_and_counted(sqlite_sessions: Se
     lease_end = NOW + dt.timedelta(minutes=1)
     async with sqlite_sessions.begin() as session:  # a worker claimed two rows, then was killed
         for row in (await session.scalars(select(Delivery).where(Delivery.id <= 2))).all():
-            row.status, row.claimed_at, row.lease_until = SENDING, NOW, lease_end
+            row.status, row.claimed_at, row.lease_until = DeliveryStatus.SENDING, NOW, lease_end
     soon = make_runner(sqlite_sessions, {"email": email}, clock=lambda: lease_end - dt.timedelta(seconds=1))
     held = (await soon.work(once=True)).channels["email"]
     assert (held.sent, held.held, held.held_until) == (1, 2, lease_end)
@@ -325,7 +330,8 @@ async def test_a_resumed_row_stays_counted_until_it_is_sent(sqlite_sessions: Ses
     await make_runner(sqlite_sessions, {}).publish(DAY, "en")
     async with sqlite_sessions.begin() as session:
         row = await session.get_one(Delivery, 1)
-        row.status, row.claimed_at, row.lease_until = SENDING, NOW, NOW + dt.timedelta(minutes=1)
+        row.status, row.claimed_at = DeliveryStatus.SENDING, NOW
+        row.lease_until = NOW + dt.timedelta(minutes=1)
     options = PublishOptions(send=dataclasses.replace(FAST, attempts_per_run=1))
     email = RecordingChannel("email", script={"r@example.com": [SendResult(Outcome.TRANSIENT, 0, "451")]})
     tallies = []
@@ -380,8 +386,8 @@ async def test_cli_publish_reports_as_json_and_as_a_table(tmp_path: Path) -> Non
 
 async def test_preview_eml_is_the_message_a_filtered_reader_gets(sqlite_sessions: SessionFactory,
                                                                  tmp_path: Path) -> None:
+    from digest.bootstrap import preview_eml
     from digest.config import load_settings
-    from digest.deliver.mailer import preview_eml
     from digest.domain.views import filter_view
 
     await build_day(sqlite_sessions)
@@ -418,7 +424,8 @@ async def test_chat_bug_failures_are_retried_by_the_worker_and_refusals_are_not(
     assert (tally.requeued, tally.sent, tally.failed) == (1, 1, 0)
     assert [m.address for m in telegram.sent] == ["2"] and len(telegram.calls) == 3
     rows = await _rows(sqlite_sessions)
-    assert (rows["1"].status, rows["1"].failure, rows["2"].status) == (FAILED, "permanent", SENT)
+    assert (rows["1"].status, rows["1"].failure, rows["2"].status) == (
+        DeliveryStatus.FAILED, "permanent", DeliveryStatus.SENT)
 
 
 async def test_retry_failed_resends_bug_failures_once_fixed_and_leaves_refusals_alone(
@@ -449,7 +456,8 @@ async def test_retry_failed_resends_bug_failures_once_fixed_and_leaves_refusals_
         assert (second.requeued, second.sent, second.failed, second.failed_bug) == (3, 2, 1, 0)
         assert set(server.by_recipient()) == {"ok@example.com", "zh@example.com"}
         rows = await _rows(sqlite_sessions)
-        assert (rows["gone@example.com"].status, rows["gone@example.com"].failure) == (FAILED, "permanent")
+        gone = rows["gone@example.com"]
+        assert (gone.status, gone.failure) == (DeliveryStatus.FAILED, "permanent")
         assert await _status(sqlite_sessions, "gone@example.com") == "bounced"
 
         connections = server.handler.connections
@@ -525,7 +533,7 @@ async def test_cli_reports_rows_held_by_another_run_and_when_they_fall_due(tmp_p
         lease_end = pinned + dt.timedelta(seconds=45)
         async with sessions.begin() as session:  # another run claimed row 1 (its lease runs on)
             row = await session.get_one(Delivery, 1)
-            row.status, row.claimed_at, row.lease_until = SENDING, pinned, lease_end
+            row.status, row.claimed_at, row.lease_until = DeliveryStatus.SENDING, pinned, lease_end
     text = _cli(tmp_path, "publish", "--date", str(DAY), DIGEST_NOW=pinned.isoformat())
     assert text.returncode == 0, text.stderr
     header, _, email_row = text.stdout.splitlines()[:3]
@@ -561,7 +569,7 @@ async def test_cli_bug_failure_exits_1_with_a_note_and_retry_failed_sends_it_onc
     assert rerun.returncode == 0 and json.loads(rerun.stdout)["channels"] == {}
     async with open_database(f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}") as sessions:
         assert {a: (r.status, r.failure) for a, r in (await _rows(sessions)).items()} == {
-            "ok@example.com": (SENT, None), hostile: (FAILED, "bug")}
+            "ok@example.com": (DeliveryStatus.SENT, None), hostile: (DeliveryStatus.FAILED, "bug")}
     verbose_dry = _cli(tmp_path, "-v", "publish", "--date", str(DAY), "--retry-failed", "--dry-run")
     assert verbose_dry.returncode == 1 and verbose_dry.stderr.count("Traceback") == 1
     assert "1 failed delivery (bug or configuration) would be put back to send again" in verbose_dry.stdout
@@ -576,3 +584,79 @@ async def test_cli_bug_failure_exits_1_with_a_note_and_retry_failed_sends_it_onc
     assert len(list((tmp_path / "outbox").iterdir())) == 2
     worker = _cli(tmp_path, "worker", "--once", "--retry-failed", "--json")
     assert worker.returncode == 0 and json.loads(worker.stdout)["channels"] == {}
+
+
+# -- one filter rule, one retry policy ------------------------------------------------
+
+FILTERS: list[tuple[tuple[str, ...], float | None]] = [
+    (("tensor_ir", "kernel_codegen", "optimization", "hardware_backend"), 0.0),
+    (("kernel_codegen",), 0.0), (("optimization",), 0.0), (("hardware_backend",), 54.0),
+    (("tensor_ir", "optimization"), 54.5), (("kernel_codegen",), None), (("runtime",), 0.0),
+    (("tensor_ir",), 99.0),
+]
+
+
+async def test_preview_publish_and_chat_keep_the_same_events_for_each_filter(
+        sqlite_sessions: SessionFactory) -> None:
+    """For one built day and each filter: the events the preview keeps, those in the message publish
+    sends to a subscriber with that filter, and those /digest shows that chat are the same."""
+    from bot.commands import Chat, Commands
+    from digest.domain.views import filter_view
+    from digest.subscribe.subscriptions import subscribe
+    from tests.chatday import DAY as CHAT_DAY
+    from tests.chatday import LATER
+    from tests.chatday import build_day as build_chat_day
+
+    await build_chat_day(sqlite_sessions)
+    async with sqlite_sessions() as session:
+        view = await load_view(session, CHAT_DAY, "en")
+    boundary = max(e.score for e in view.events)  # one event kept at >=, none at >
+    filters = [(layers, boundary if score is None else score) for layers, score in FILTERS]
+    async with sqlite_sessions.begin() as session:
+        for n, (layers, score) in enumerate(filters):
+            await subscribe(session, "telegram", str(1000 + n), layers=layers, min_score=score, locale="en",
+                            confirmed=True, now=LATER)
+    channel = RecordingChannel("telegram")
+    await make_runner(sqlite_sessions, {"telegram": channel}, clock=lambda: LATER).publish(CHAT_DAY, "en")
+    published = {m.address: _event_ids("".join(m.parts)) for m in channel.sent}
+    commands = Commands(sqlite_sessions, channel="telegram", clock=lambda: LATER)
+
+    async def anyone() -> bool:
+        return True
+
+    for n, (layers, score) in enumerate(filters):
+        preview = tuple(e.id for e in filter_view(view, layers, score).events)
+        reply = await commands.run(Chat("telegram", str(1000 + n)), "digest", [CHAT_DAY.isoformat()], anyone)
+        assert reply.digest is not None
+        chat = tuple(e.id for e in reply.digest.events)
+        assert preview == published.get(str(1000 + n), ()) == chat, (layers, score)
+    assert {len(ids) for ids in published.values()} >= {1, len(view.events)}  # filters that matter
+    assert "1006" not in published and "1007" not in published  # nothing kept: nothing sent
+
+
+def _event_ids(html: str) -> tuple[int, ...]:
+    """The events a rendered Telegram digest shows, in order (each links its page once)."""
+    return tuple(int(found) for found in re.findall(re.escape(SITE) + r"/e/([0-9]+)", html))
+
+
+async def test_the_check_copy_is_retried_by_the_senders_policy(sqlite_sessions: SessionFactory) -> None:
+    """Backoff doubling up to its cap, a longer retry_after honoured, no wait after the last try."""
+    await build_day(sqlite_sessions)
+    busy, later = SendResult(Outcome.TRANSIENT, 0, "451 busy"), SendResult(Outcome.TRANSIENT, 0, "451", 5.0)
+    sleeps: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        await asyncio.sleep(0)
+
+    send = dataclasses.replace(FAST, attempts_per_run=3, backoff=1.0, backoff_cap=1.5)
+    email = RecordingChannel("email", script={"ops@example.com": [busy, later]})
+    options = PublishOptions(to="ops@example.com", send=send)
+    runner = make_runner(sqlite_sessions, {"email": email}, options=options, sleep=sleep)
+    report = await runner.publish(DAY, "en")
+    assert report.check_copy == "ops@example.com" and len(email.calls) == 3 and sleeps == [1.0, 5.0]
+    sleeps.clear()
+    email = RecordingChannel("email", script={"ops@example.com": [busy, busy, busy]})
+    with pytest.raises(DeliveryError, match="check copy"):
+        await make_runner(sqlite_sessions, {"email": email}, options=options, sleep=sleep).publish(DAY, "en")
+    assert len(email.calls) == 3 and sleeps == [1.0, 1.5]

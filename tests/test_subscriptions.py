@@ -15,6 +15,7 @@ from digest.domain.layers import LAYER_IDS
 from digest.store.db import SessionFactory
 from digest.store.models import Delivery, Digest, Subscriber
 from digest.subscribe import subscriptions as subs
+from digest.subscribe import validation
 from digest.subscribe.tokens import PREFERENCES, UNSUBSCRIBE, make_token
 
 NOW = dt.datetime(2025, 3, 1, 8, 0, tzinfo=dt.UTC)
@@ -62,7 +63,7 @@ def _prefs(view: subs.SubscriberView) -> dict[str, object]:
     ("discord", "channel:12345678901234567890", "channel:12345678901234567890"),
 ])
 def test_addresses_are_normalised(channel: str, given: str, stored: str) -> None:
-    assert subs.validate_address(channel, given) == stored
+    assert validation.validate_address(channel, given) == stored
 
 
 @pytest.mark.parametrize(("channel", "given"), [
@@ -74,38 +75,38 @@ def test_addresses_are_normalised(channel: str, given: str, stored: str) -> None
 ])
 def test_bad_addresses_name_the_field(channel: str, given: str) -> None:
     with pytest.raises(SubscriptionError, match=r"^address: ") as info:
-        subs.validate_address(channel, given)
+        validation.validate_address(channel, given)
     assert info.value.field == "address" and "\n" not in str(info.value)
 
 
 def test_unknown_channel_is_refused() -> None:
     with pytest.raises(SubscriptionError, match=r"^channel: unknown channel 'sms'"):
-        subs.validate_address("sms", "+123")
+        validation.validate_address("sms", "+123")
 
 
 def test_layers_never_empty_and_default_to_all_nine_explicitly() -> None:
-    assert subs.validate_layers(None) == list(LAYER_IDS)
-    assert subs.validate_layers(["benchmark", "frontend", "benchmark"]) == ["frontend", "benchmark"]
-    assert subs.validate_layers("runtime,graph_ir") == ["graph_ir", "runtime"]
+    assert validation.validate_layers(None) == list(LAYER_IDS)
+    assert validation.validate_layers(["benchmark", "frontend", "benchmark"]) == ["frontend", "benchmark"]
+    assert validation.validate_layers("runtime,graph_ir") == ["graph_ir", "runtime"]
     nothings: tuple[list[str] | str, ...] = ([], "", " , ")
     for nothing in nothings:
         with pytest.raises(SubscriptionError, match=r"^layers: no layers given"):
-            subs.validate_layers(nothing)
+            validation.validate_layers(nothing)
     with pytest.raises(SubscriptionError, match=r"^layers: unknown layer"):
-        subs.validate_layers(["frontend", "quantum"])
+        validation.validate_layers(["frontend", "quantum"])
 
 
 @pytest.mark.parametrize("bad", [-1, 100.5, float("nan"), float("inf"), True])
 def test_min_score_is_0_to_100(bad: float) -> None:
     with pytest.raises(SubscriptionError, match=r"^min_score: "):
-        subs.validate_min_score(bad)
-    assert subs.validate_min_score(0) == 0.0 and subs.validate_min_score(100) == 100.0
+        validation.validate_min_score(bad)
+    assert validation.validate_min_score(0) == 0.0 and validation.validate_min_score(100) == 100.0
 
 
 def test_locale_is_zh_or_en() -> None:
-    assert subs.validate_locale("en") == "en"
+    assert validation.validate_locale("en") == "en"
     with pytest.raises(SubscriptionError, match=r"^locale: unknown locale 'fr'"):
-        subs.validate_locale("fr")
+        validation.validate_locale("fr")
 
 
 # -- the service on both databases ---------------------------------------------

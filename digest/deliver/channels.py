@@ -5,7 +5,7 @@ only delivers. Channels are found by name through the package's entry points
 (group ``compiler_digest.channels``), so the core never names an adapter:
 
     [project.entry-points."compiler_digest.channels"]
-    email = "digest.deliver.mailer:create_channel"
+    email = "digest.bootstrap:email_channel"
     telegram = "bot.telegram_bot:create_channel"
 
 An entry point is a factory ``create_channel(settings) -> PushChannel``.

@@ -1,6 +1,6 @@
 """The subscribe form's mails: the confirmation link, or a notice for an address already subscribed.
 
-The headers are written by the newsletter's own writer (``mailer.header_block``:
+The headers are written by the newsletter's own writer (``headers.header_block``:
 no header is folded by the email package, the address must pass the mailer's
 strict check, free text is encoded by us), so nothing typed into the form can
 add a header; ``email.message.EmailMessage`` builds only the MIME body:
@@ -12,7 +12,7 @@ Every value put in comes from the service (a validated address, our own
 signed links), and the HTML escapes it.
 
 They go out through the same email channel as the newsletters
-(``mailer.create_channel``): SMTP when ``DIGEST_SMTP_HOST`` is set, else the
+(``bootstrap.email_channel``): SMTP when ``DIGEST_SMTP_HOST`` is set, else the
 file outbox. :func:`one_shot` opens a channel per mail and closes it, so the
 web process keeps no idle SMTP connection between form posts.
 """
@@ -25,7 +25,8 @@ import html
 from collections.abc import Awaitable, Callable
 
 from digest.deliver.channels import Message, PushChannel, SendResult
-from digest.deliver.mailer import MailIdentity, header_block, mime_alternative
+from digest.deliver.headers import header_block, mime_alternative
+from digest.deliver.mailer import MailIdentity
 
 CONFIRM, ALREADY = "confirm", "already"
 SendMail = Callable[[Message], Awaitable[SendResult]]
@@ -119,7 +120,7 @@ def compose(kind: str, identity: MailIdentity, *, to: str, locale: str, link: st
             now: dt.datetime, unsubscribe: str = "", mid: str) -> bytes:
     """The whole message (RFC 5322 bytes): ``link`` is the button (confirm, or preferences)."""
     words = _words(kind, locale, to, unsubscribe)
-    head = header_block(identity, to=to, subject=words["subject"], date=now, mid=mid,
+    head = header_block(identity.from_words(), to=to, subject=words["subject"], date=now, mid=mid,
                         extra=[("Auto-Submitted", "auto-generated")])
     return head + mime_alternative(_text(words, link, site_url),
                                    _html(words, link, site_url, locale, unsubscribe))

@@ -7,11 +7,9 @@ A row is one digest for one subscriber (unique per pair) and moves through
        │                  │   │              MAX_ATTEMPTS exhausted; bug rows can be requeued)
        └── transient ─────┘   └──► skipped  (the subscriber left before its turn)
 
-Planning happens once, at the first publish of a digest: the conditional
-``UPDATE digest SET published_at`` decides which planner is first (PostgreSQL
-locks the row, SQLite has one writer), and only that planner inserts the rows
-(``ON CONFLICT DO NOTHING`` all the same). A subscriber whose filter leaves no
-event gets no row: nothing is sent, and nothing is left to finish.
+Planning happens once, at the first publish of a digest
+(:mod:`digest.deliver.planning`); this module claims the rows and records
+what became of each.
 
 A claim is a lease: ``lease_until`` is set when a row is claimed and renewed
 by its sender's heartbeat while it lives. A ``sending`` row whose lease
@@ -28,62 +26,22 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from sqlalchemy import Table, and_, bindparam, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from digest.domain.errors import DigestError
-from digest.store.models import Delivery, Digest, DigestEvent, Subscriber, utcnow
+from digest.domain.status import DeliveryStatus, FailureKind, SubscriberStatus
+from digest.store.models import Delivery, Digest, Subscriber, utcnow
+from digest.subscribe.subscriptions import change_address, mark
 
 log = logging.getLogger(__name__)
-PLANNED, SENDING, SENT, FAILED, SKIPPED = "planned", "sending", "sent", "failed", "skipped"
-BUG, PERMANENT, EXHAUSTED = "bug", "permanent", "exhausted"  # why a row failed (``failure``)
-_TABLE = cast(Table, Delivery.__table__)  # Core statements: the hot path skips the ORM
+TABLE = cast(Table, Delivery.__table__)  # Core statements: the hot path skips the ORM
 MAX_ATTEMPTS = 10  # send attempts in all runs before a row is given up as failed
-PLAN_CHUNK = 5000
-
-
-@dataclass(frozen=True)
-class EventFacts:
-    """What filtering needs of one event of a digest."""
-
-    id: int
-    layers: frozenset[str]
-    score: float
-
-
-def kept_events(events: Sequence[EventFacts], layers: Collection[str], min_score: float) -> tuple[int, ...]:
-    """Ids of the events a filter keeps: >= 1 shared layer and a score >= the minimum (as filter_view)."""
-    wanted = set(layers)
-    return tuple(e.id for e in events if not wanted.isdisjoint(e.layers) and e.score >= min_score)
-
-
-class KeptCache:
-    """``kept_events`` memoised per (layers, min_score): most subscribers share a few filters."""
-
-    def __init__(self, events: Sequence[EventFacts]) -> None:
-        self.events = tuple(events)
-        self._memo: dict[tuple[frozenset[str], float], tuple[int, ...]] = {}
-
-    def __call__(self, layers: Collection[str], min_score: float) -> tuple[int, ...]:
-        key = (frozenset(layers), float(min_score))
-        found = self._memo.get(key)
-        if found is None:
-            found = self._memo[key] = kept_events(self.events, key[0], key[1])
-        return found
-
-
-@dataclass
-class PlanResult:
-    """What planning did: rows per channel, and subscribers whose filter left nothing."""
-
-    first: bool
-    planned: dict[str, int] = field(default_factory=dict)
-    empty: dict[str, int] = field(default_factory=dict)
-    audience: list[Claimed] = field(default_factory=list)
+UNFINISHED = (DeliveryStatus.PLANNED, DeliveryStatus.SENDING)  # rows a run may still send
 
 
 @dataclass(frozen=True)
@@ -98,7 +56,7 @@ class Claimed:
     locale: str
     layers: tuple[str, ...]
     min_score: float
-    subscriber_status: str = "active"
+    subscriber_status: str = SubscriberStatus.ACTIVE
     parts_sent: int = 0
     attempts: int = 0
     message_id: str | None = None
@@ -110,7 +68,7 @@ class Record:
     """The new state of one delivery (and of its subscriber, when a refusal changes it)."""
 
     delivery_id: int
-    status: str
+    status: DeliveryStatus
     attempts: int
     parts_sent: int
     parts_total: int
@@ -120,103 +78,30 @@ class Record:
     message_id: str | None = None
     lease_until: dt.datetime | None = None
     resumed: bool = False
-    failure: str | None = None
-    mark: tuple[int, str] | None = None
+    failure: FailureKind | None = None
+    mark: tuple[int, SubscriberStatus] | None = None
     new_address: tuple[int, str] | None = None
-
-
-async def digest_events(session: AsyncSession, digest_id: int) -> tuple[EventFacts, ...]:
-    """The layers and scores of a digest's events, as the snapshot holds them."""
-    rows = await session.execute(
-        select(DigestEvent.event_id, DigestEvent.layers, DigestEvent.score)
-        .where(DigestEvent.digest_id == digest_id).order_by(DigestEvent.rank)
-    )
-    return tuple(EventFacts(eid, frozenset(layers or ()), float(score)) for eid, layers, score in rows)
-
-
-async def _mark_published(session: AsyncSession, digest_id: int, now: dt.datetime) -> bool:
-    """Set published_at if still unset; True for the one caller that set it."""
-    result: Any = await session.execute(
-        update(Digest).where(Digest.id == digest_id, Digest.published_at.is_(None))
-        .values(published_at=now)
-    )
-    return bool(result.rowcount == 1)
-
-
-async def plan_deliveries(
-    session: AsyncSession, digest: Digest, now: dt.datetime, *,
-    message_id: Callable[[str, int], str | None], dry_run: bool = False,
-) -> PlanResult:
-    """At the first publish of ``digest``: one planned row per active subscriber with >= 1 event.
-
-    Later calls plan nothing (``first`` is False). ``dry_run`` computes the same
-    audience and writes nothing.
-    """
-    first = digest.published_at is None if dry_run else await _mark_published(session, digest.id, now)
-    if not first:
-        return PlanResult(first=False)
-    kept = KeptCache(await digest_events(session, digest.id))
-    result = PlanResult(first=True)
-    rows = await session.execute(
-        select(Subscriber.id, Subscriber.channel, Subscriber.address, Subscriber.locale,
-               Subscriber.layers, Subscriber.min_score)
-        .where(Subscriber.status == "active").order_by(Subscriber.id)
-    )
-    for sid, channel, address, locale, layers, min_score in rows:
-        if not kept(layers or (), min_score):
-            result.empty[channel] = result.empty.get(channel, 0) + 1
-            continue
-        result.planned[channel] = result.planned.get(channel, 0) + 1
-        result.audience.append(Claimed(0, digest.id, sid, channel, address, locale,
-                                       tuple(layers), float(min_score),
-                                       message_id=message_id(channel, sid)))
-    if not dry_run:
-        await _insert_rows(session, digest.id, result.audience, now)
-    return result
-
-
-async def _insert_rows(session: AsyncSession, digest_id: int, audience: Sequence[Claimed],
-                       now: dt.datetime) -> None:
-    """INSERT ... ON CONFLICT DO NOTHING, in chunks: concurrent planners cannot duplicate a row."""
-    stmt = _insert_ignoring_conflicts(session)
-    for start in range(0, len(audience), PLAN_CHUNK):
-        chunk = audience[start:start + PLAN_CHUNK]
-        await session.execute(stmt, [
-            {"digest_id": digest_id, "subscriber_id": c.subscriber_id, "status": PLANNED,
-             "parts_total": 0, "parts_sent": 0, "attempts": 0, "message_id": c.message_id,
-             "planned_at": now}
-            for c in chunk
-        ])
-
-
-def _insert_ignoring_conflicts(session: AsyncSession) -> Any:
-    if session.get_bind().dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-        return pg_insert(_TABLE).on_conflict_do_nothing(index_elements=["digest_id", "subscriber_id"])
-    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-    return sqlite_insert(_TABLE).on_conflict_do_nothing(index_elements=["digest_id", "subscriber_id"])
 
 
 def _stale(now: dt.datetime) -> Any:
     """Sending rows whose lease expired: their process died."""
-    return and_(Delivery.status == SENDING, or_(Delivery.lease_until.is_(None), Delivery.lease_until <= now))
+    return and_(Delivery.status == DeliveryStatus.SENDING,
+                or_(Delivery.lease_until.is_(None), Delivery.lease_until <= now))
 
 
 def _held(now: dt.datetime) -> Any:
     """Sending rows under an unexpired lease: some run (live, or dead but not yet expired) holds them."""
-    return and_(Delivery.status == SENDING, Delivery.lease_until > now)
+    return and_(Delivery.status == DeliveryStatus.SENDING, Delivery.lease_until > now)
 
 
 def _bug_failed() -> Any:
     """Rows failed by our bug or configuration: the ones ``requeue_failed`` puts back."""
-    return and_(Delivery.status == FAILED, Delivery.failure == BUG)
+    return and_(Delivery.status == DeliveryStatus.FAILED, Delivery.failure == FailureKind.BUG)
 
 
 def _fresh(planned_before: dt.datetime) -> Any:
     """Planned rows never tried, or deferred (claimed_at = when) before ``planned_before``."""
-    return and_(Delivery.status == PLANNED,
+    return and_(Delivery.status == DeliveryStatus.PLANNED,
                 or_(Delivery.claimed_at.is_(None), Delivery.claimed_at < planned_before))
 
 
@@ -257,10 +142,10 @@ async def claim(
         rows += (await session.execute(query)).all()
     if not rows:
         return []
-    table = _TABLE
+    table = TABLE
     taken = set((await session.execute(
         update(table).where(table.c.id.in_([r[0] for r in rows]), _claimable(now, planned_before))
-        .values(status=SENDING, claimed_at=now, lease_until=now + lease).returning(table.c.id)
+        .values(status=DeliveryStatus.SENDING, claimed_at=now, lease_until=now + lease).returning(table.c.id)
     )).scalars().all())
     return [_claimed(r) for r in rows if r[0] in taken]
 
@@ -278,8 +163,9 @@ def _claim_query(condition: Any, channels: Collection[str], digest_id: int | Non
 def _claimed(row: Any) -> Claimed:
     (did, digest_id, sid, channel, address, locale, layers, min_score, sub_status,
      parts_sent, attempts, message_id, status, resumed) = row
+    resumed = status == DeliveryStatus.SENDING or bool(resumed)
     return Claimed(did, digest_id, sid, channel, address, locale, tuple(layers or ()), float(min_score),
-                   sub_status, parts_sent, attempts, message_id, resumed=status == SENDING or bool(resumed))
+                   sub_status, parts_sent, attempts, message_id, resumed=resumed)
 
 
 async def renew(session: AsyncSession, ids: Collection[int], until: dt.datetime) -> int:
@@ -287,7 +173,7 @@ async def renew(session: AsyncSession, ids: Collection[int], until: dt.datetime)
     if not ids:
         return 0
     result: Any = await session.execute(
-        update(_TABLE).where(_TABLE.c.id.in_(sorted(ids)), _TABLE.c.status == SENDING)
+        update(TABLE).where(TABLE.c.id.in_(sorted(ids)), TABLE.c.status == DeliveryStatus.SENDING)
         .values(lease_until=until))
     return int(result.rowcount)
 
@@ -309,7 +195,7 @@ async def pending_counts(session: AsyncSession, digest_id: int | None = None) ->
     """Rows planned or sending, per channel."""
     query = (select(Subscriber.channel, func.count()).select_from(Delivery)
              .join(Subscriber, Subscriber.id == Delivery.subscriber_id)
-             .where(Delivery.status.in_([PLANNED, SENDING])).group_by(Subscriber.channel))
+             .where(Delivery.status.in_(UNFINISHED)).group_by(Subscriber.channel))
     if digest_id is not None:
         query = query.where(Delivery.digest_id == digest_id)
     return {channel: int(n) for channel, n in (await session.execute(query)).all()}
@@ -350,12 +236,13 @@ async def requeue_failed(session: AsyncSession, digest_id: int | None = None) ->
     Rows refused for good by their recipient (or out of attempts) stay failed.
     """
     counts = await failed_by_bug(session, digest_id)
-    statement = update(_TABLE).where(_TABLE.c.status == FAILED, _TABLE.c.failure == BUG)
+    statement = update(TABLE).where(TABLE.c.status == DeliveryStatus.FAILED,
+                                    TABLE.c.failure == FailureKind.BUG)
     if digest_id is not None:
-        statement = statement.where(_TABLE.c.digest_id == digest_id)
+        statement = statement.where(TABLE.c.digest_id == digest_id)
     if counts:
-        await session.execute(statement.values(status=PLANNED, failure=None, attempts=0, claimed_at=None,
-                                               lease_until=None))
+        await session.execute(statement.values(status=DeliveryStatus.PLANNED, failure=None, attempts=0,
+                                               claimed_at=None, lease_until=None))
     return counts
 
 
@@ -364,7 +251,7 @@ async def digests_with_work(session: AsyncSession, channels: Collection[str]) ->
     rows = await session.execute(
         select(Digest.id, Digest.date).where(Digest.published_at.is_not(None)).where(
             select(Delivery.id).join(Subscriber, Subscriber.id == Delivery.subscriber_id)
-            .where(Delivery.digest_id == Digest.id, Delivery.status.in_([PLANNED, SENDING]),
+            .where(Delivery.digest_id == Digest.id, Delivery.status.in_(UNFINISHED),
                    Subscriber.channel.in_(list(channels))).exists()
         ).order_by(Digest.date)
     )
@@ -379,7 +266,7 @@ async def apply(session: AsyncSession, records: Sequence[Record]) -> None:
     """Write ``records`` (one bulk UPDATE by primary key) and the subscriber changes they carry."""
     if not records:
         return
-    table = _TABLE
+    table = TABLE
     statement = update(table).where(table.c.id == bindparam("record_id")).values(
         {name: bindparam(name) for name in _RECORD_FIELDS})
     await session.execute(statement, [
@@ -388,8 +275,6 @@ async def apply(session: AsyncSession, records: Sequence[Record]) -> None:
     for record in records:
         if record.mark is None and record.new_address is None:
             continue
-        from digest.subscribe.subscriptions import change_address, mark
-
         now = record.sent_at or record.claimed_at or utcnow()
         if record.mark is not None:
             await mark(session, record.mark[0], record.mark[1], now)

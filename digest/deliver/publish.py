@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import logging
 import secrets
 from collections.abc import Callable
@@ -30,19 +31,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from digest.deliver.channels import Message, Outcome, PushChannel
-from digest.deliver.mailer import EmailTemplate, MailIdentity, message_id, personal_links
+from digest.deliver.mailer import EmailTemplate, MailIdentity, message_id, personal_links, single_copy
 from digest.deliver.outbox import (
     Claimed,
-    KeptCache,
-    digest_events,
     digests_with_work,
     failed_by_bug,
     held_rows,
     pending_counts,
     pending_rows,
-    plan_deliveries,
     requeue_failed,
 )
+from digest.deliver.planning import KeptCache, digest_events, plan_deliveries
+from digest.deliver.retry import send_with_retry
 from digest.deliver.sending import (
     Clock,
     ComposeError,
@@ -50,12 +50,13 @@ from digest.deliver.sending import (
     Dispatch,
     Progress,
     SendOptions,
-    Sleep,
     Tally,
-    Writer,
     traceback_for,
 )
+from digest.deliver.writer import Writer
 from digest.domain.errors import ConfigError
+from digest.domain.ratelimit import Sleep
+from digest.domain.status import ChannelName
 from digest.domain.views import DigestView, filter_view
 from digest.render.renderer import Renderer
 from digest.store.db import SessionFactory
@@ -101,25 +102,36 @@ class PublishReport:
                 "total": {k: v for k, v in self.total().as_json().items() if k != "notes"}}
 
 
+@dataclass(frozen=True)
+class Unconfigured:
+    """A channel this run cannot use, and why (the report's note): its rows stay planned."""
+
+    reason: str
+
+
 class Channels:
     """The push channels of one run: built on first use, closed at the end."""
 
     def __init__(self, factory: Callable[[str], PushChannel]) -> None:
         self.factory = factory
-        self._built: dict[str, PushChannel | str] = {}
+        self._built: dict[str, PushChannel | Unconfigured] = {}
 
-    def get(self, name: str) -> PushChannel | str:
+    def get(self, name: str) -> PushChannel | Unconfigured:
         """The channel, or why it is not configured."""
         if name not in self._built:
             try:
                 self._built[name] = self.factory(name)
             except ConfigError as exc:
-                self._built[name] = f"not configured: {exc}"
+                self._built[name] = Unconfigured(f"not configured: {exc}")
         return self._built[name]
+
+    def configured(self, name: str) -> bool:
+        """True when channel ``name`` can be used in this run."""
+        return not isinstance(self.get(name), Unconfigured)
 
     async def aclose(self) -> None:
         for channel in self._built.values():
-            if not isinstance(channel, str):
+            if not isinstance(channel, Unconfigured):
                 await channel.aclose()
 
 
@@ -185,12 +197,13 @@ class Composer:
     def _render(self, item: Claimed) -> Group:
         view = filter_view(self._digests[item.digest_id].views[item.locale], item.layers, item.min_score)
         try:
-            if item.channel == "email":
-                return EmailTemplate(self.renderer.email_parts(view), self.identity, self.clock())
-            if item.channel == "telegram":
-                return tuple(self.renderer.telegram(view))
-            if item.channel == "discord":
-                return tuple(self.renderer.discord(view))
+            match item.channel:
+                case ChannelName.EMAIL:
+                    return EmailTemplate(self.renderer.email_parts(view), self.identity, self.clock())
+                case ChannelName.TELEGRAM:
+                    return tuple(self.renderer.telegram(view))
+                case ChannelName.DISCORD:
+                    return tuple(self.renderer.discord(view))
             raise ValueError(f"no renderer for channel {item.channel!r}")
         except Exception as exc:  # a rendering bug fails the group's deliveries, never the run
             log.error("rendering the %s %s digest for %d event(s) failed; its deliveries fail",
@@ -204,7 +217,7 @@ class Composer:
             raise ComposeError(f"rendering failed: {group.error!r}", logged=True) from group.error
         if isinstance(group, EmailTemplate):
             mid = item.message_id or self.message_id(item.digest_id, item.subscriber_id)
-            links = personal_links(self.site_url, self.secret, item.subscriber_id, item.address)
+            links = personal_links(self.site_url, self.secret, item.subscriber_id, item.address, self.clock())
             data = group.fill(item.address, mid, links)
             return Message(item.delivery_id, item.subscriber_id, item.address, (data,), mid, item.parts_sent)
         return Message(item.delivery_id, item.subscriber_id, item.address, group, None, item.parts_sent)
@@ -217,10 +230,10 @@ class Composer:
         """The operator's unfiltered copy (links for nobody, a Message-ID of its own)."""
         await self._load({(digest_id, locale)})
         view = self._digests[digest_id].views[locale]
-        template = EmailTemplate(self.renderer.email_parts(view), self.identity, self.clock())
         mid = f"<digest-{view.date.isoformat()}-check-{secrets.token_hex(6)}@{self.identity.domain}>"
-        links = personal_links(self.site_url, self.secret, 0, address)
-        return Message(0, 0, address, (template.fill(address, mid, links),), mid)
+        data = single_copy(view, self.renderer, self.identity, site_url=self.site_url, secret=self.secret,
+                           address=address, mid=mid, now=self.clock())
+        return Message(0, 0, address, (data,), mid)
 
 
 @dataclass
@@ -284,7 +297,7 @@ class Runner:
     def message_ids(self, date: dt.date) -> Callable[[str, int], str | None]:
         """The Message-ID a planned row gets (email only), stable per (digest, subscriber)."""
         domain = self.composer.identity.domain
-        return lambda channel, sid: message_id(date, sid, domain) if channel == "email" else None
+        return lambda channel, sid: message_id(date, sid, domain) if channel == ChannelName.EMAIL else None
 
     @staticmethod
     def _count_plan(report: PublishReport, planned: dict[str, int], empty: dict[str, int]) -> None:
@@ -294,17 +307,17 @@ class Runner:
             report.tally(name).empty += n
 
     async def _check_copy(self, digest_id: int, address: str, locale: str) -> None:
-        channel = self.channels.get("email")
-        if isinstance(channel, str):
-            raise DeliveryError(f"email: {channel}")
-        message = await self.composer.check_copy(digest_id, address, locale)
-        for n in range(self.options.send.attempts_per_run):
-            result = await channel.send(message)
-            if result.outcome is not Outcome.TRANSIENT:
-                break
-            await self.sleep(self.options.send.backoff * 2 ** n)
-        if result.outcome is not Outcome.SENT:
-            raise DeliveryError(f"the check copy to {address} was not sent, so nothing was: {result.error}")
+        """Send the check copy with the senders' retry policy; DeliveryError unless it went."""
+        match self.channels.get(ChannelName.EMAIL):
+            case Unconfigured(reason):
+                raise DeliveryError(f"email: {reason}")
+            case channel:
+                message = await self.composer.check_copy(digest_id, address, locale)
+                send = functools.partial(channel.send, message)
+                tries = await send_with_retry(send, self.options.send.retry, self.sleep)
+        if tries.result.outcome is not Outcome.SENT:
+            raise DeliveryError(f"the check copy to {address} was not sent, so nothing was: "
+                                f"{tries.result.error}")
 
     async def _dry_run(self, digest: Any, report: PublishReport) -> PublishReport:
         """Render what a publish now would send (with ``retry_failed``, the bug-failed rows too)."""
@@ -335,14 +348,14 @@ class Runner:
 
     def _unconfigured(self, report: PublishReport, name: str, rows: int) -> bool:
         """Count ``rows`` as skipped (with a note) when channel ``name`` is not configured."""
-        channel = self.channels.get(name)
-        if not isinstance(channel, str):
-            return False
-        tally = report.tally(name)
-        tally.skipped += rows
-        if channel not in tally.notes:
-            tally.notes.append(channel)
-        return True
+        match self.channels.get(name):
+            case Unconfigured(reason):
+                tally = report.tally(name)
+                tally.skipped += rows
+                if reason not in tally.notes:
+                    tally.notes.append(reason)
+                return True
+        return False
 
     async def drain(self, report: PublishReport, digest_id: int | None = None, *,
                     count_unconfigured: bool = True) -> None:
@@ -351,15 +364,14 @@ class Runner:
             pending = await pending_counts(session, digest_id)
         runs = []
         for name, rows in sorted(pending.items()):
-            if isinstance(self.channels.get(name), str):
-                if count_unconfigured:
-                    self._unconfigured(report, name, rows)
-                continue
-            channel = self.channels.get(name)
-            assert not isinstance(channel, str)
-            runs.append(Dispatch(channel, name, self.composer.prepare, self.composer.compose,
-                                 self.writer, self.clock, self.options.send, report.tally(name),
-                                 self.stop, digest_id, self.progress, self.sleep))
+            match self.channels.get(name):
+                case Unconfigured():
+                    if count_unconfigured:
+                        self._unconfigured(report, name, rows)
+                case channel:
+                    runs.append(Dispatch(channel, name, self.composer.prepare, self.composer.compose,
+                                         self.writer, self.clock, self.options.send, report.tally(name),
+                                         self.stop, digest_id, self.progress, self.sleep))
         results = await asyncio.gather(*(run.run() for run in runs), return_exceptions=True)
         for result in results:
             if isinstance(result, BaseException):
@@ -377,7 +389,7 @@ class Runner:
         while not self.stop.is_set():
             async with self.sessions() as session:
                 pending = await pending_counts(session)
-                names = [n for n in pending if not isinstance(self.channels.get(n), str)]
+                names = [n for n in pending if self.channels.configured(n)]
                 digests = await digests_with_work(session, names) if names else []
             for digest_id, _ in digests:
                 await self.drain(report, digest_id, count_unconfigured=False)

@@ -5,8 +5,8 @@
        └──────────── writer ◄─────────┴──── wait for the commit ◄─┘   (one transaction per batch)
 
 Commit discipline: a worker takes its next delivery only after the outcome of
-the current one is committed. The writer commits whatever outcomes are
-waiting in one transaction (group commit), so commits are batched without
+the current one is committed. The writer (:mod:`digest.deliver.writer`)
+commits whatever outcomes are waiting in one transaction (group commit), so commits are batched without
 ever leaving more than ``c`` messages accepted by the channel but not yet
 recorded: a crash duplicates at most the ``c`` messages in flight, each with
 its own stable Message-ID, and the next run counts them (``resent``).
@@ -18,6 +18,7 @@ Leases are short (a minute) so a dead run's rows are free again soon; a
 heartbeat renews the lease of every row the run holds (claimed, queued or in
 flight) every ``heartbeat``, so a slow live sender never loses its rows.
 
+Retries follow the one policy of :mod:`digest.deliver.retry` (``SendOptions.retry``).
 A FATAL verdict stops the run: no new sends, the rows not yet sent are put
 back to planned (not counted as attempts), and :class:`DeliveryError` is raised.
 """
@@ -28,35 +29,20 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from digest.deliver.channels import Message, Outcome, PushChannel, SendResult
-from digest.deliver.outbox import (
-    BUG,
-    EXHAUSTED,
-    FAILED,
-    MAX_ATTEMPTS,
-    PERMANENT,
-    PLANNED,
-    SENDING,
-    SENT,
-    SKIPPED,
-    Claimed,
-    Record,
-    apply,
-    claim,
-    renew,
-)
+from digest.deliver.outbox import MAX_ATTEMPTS, Claimed, Record
+from digest.deliver.retry import RetryPolicy, send_with_retry
+from digest.deliver.writer import Writer
 from digest.domain.errors import DigestError
-from digest.store.db import SessionFactory
+from digest.domain.ratelimit import Sleep
+from digest.domain.status import ChannelName, DeliveryStatus, FailureKind, SubscriberStatus
 
 log = logging.getLogger(__name__)
 Clock = Callable[[], dt.datetime]
-Sleep = Callable[[float], Awaitable[None]]
 
 
 class DeliveryError(DigestError):
@@ -89,6 +75,11 @@ class SendOptions:
     lease: dt.timedelta = dt.timedelta(seconds=60)
     heartbeat: dt.timedelta = dt.timedelta(seconds=15)  # how often the lease of held rows is renewed
     retry_later: dt.timedelta = dt.timedelta(minutes=10)  # a deferred row waits this long for its next run
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """The tries of one run and the waits between them: the one policy every send follows."""
+        return RetryPolicy(self.attempts_per_run, self.backoff, self.backoff_cap)
 
 
 @dataclass
@@ -131,66 +122,6 @@ class Tally:
                 mine.extend(note for note in theirs if note not in mine)
             else:
                 setattr(self, item.name, mine + theirs)
-
-
-class Writer:
-    """The process's one writer: outcomes and claims waiting while a transaction runs share the next.
-
-    Group commit: one transaction (one fsync) per batch, however many workers
-    wait; a claim or a lease renewal rides along with the outcomes instead of
-    costing a commit.
-    """
-
-    def __init__(self, sessions: SessionFactory) -> None:
-        self.sessions = sessions
-        self._records: list[tuple[Record, asyncio.Future[None]]] = []
-        self._jobs: list[tuple[Callable[[AsyncSession], Awaitable[Any]], asyncio.Future[Any]]] = []
-        self._task: asyncio.Task[None] | None = None
-
-    async def write(self, record: Record) -> None:
-        """Return once ``record`` is committed."""
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._records.append((record, done))
-        self._kick()
-        await done
-
-    async def claim(self, **request: Any) -> list[Claimed]:
-        """``outbox.claim(**request)`` in the next transaction; return once committed."""
-        rows: list[Claimed] = await self._job(lambda session: claim(session, **request))
-        return rows
-
-    async def renew(self, ids: Collection[int], until: dt.datetime) -> int:
-        """``outbox.renew`` in the next transaction; return once committed."""
-        renewed: int = await self._job(lambda session: renew(session, ids, until))
-        return renewed
-
-    async def _job(self, job: Callable[[AsyncSession], Awaitable[Any]]) -> Any:
-        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._jobs.append((job, done))
-        self._kick()
-        return await done
-
-    def _kick(self) -> None:
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._drain())
-
-    async def _drain(self) -> None:
-        while self._records or self._jobs:
-            records, self._records = self._records, []
-            jobs, self._jobs = self._jobs, []
-            waiters: list[asyncio.Future[Any]] = [done for _, done in records] + [done for _, done in jobs]
-            try:
-                async with self.sessions.begin() as session:
-                    await apply(session, [record for record, _ in records])
-                    results: list[Any] = [None] * len(records) + [await job(session) for job, _ in jobs]
-            except Exception as exc:
-                for waiter in waiters:
-                    if not waiter.done():  # a waiter may have been cancelled (a stopping heartbeat)
-                        waiter.set_exception(exc)
-                continue
-            for waiter, result in zip(waiters, results, strict=True):
-                if not waiter.done():
-                    waiter.set_result(result)
 
 
 Compose = Callable[[Claimed], Message]
@@ -305,22 +236,22 @@ class Dispatch:
                 if self.progress:
                     self.progress(self.name, self.tally)
 
-    def _record(self, item: Claimed, status: str, attempts: int, parts_sent: int, mid: str | None, *,
-                error: str | None = None, claimed_at: dt.datetime | None = None, total: int = 0,
-                **extra: Any) -> Record:
+    def _record(self, item: Claimed, status: DeliveryStatus, attempts: int, parts_sent: int,
+                mid: str | None, *, error: str | None = None, claimed_at: dt.datetime | None = None,
+                total: int = 0, **extra: Any) -> Record:
         """The row's new state; a resumed row keeps its flag, so whoever sends it at last counts it."""
         return Record(item.delivery_id, status, attempts, parts_sent, total, error, claimed_at,
                       message_id=mid, resumed=item.resumed, **extra)
 
     async def _put_back(self, item: Claimed, attempts: int, parts_sent: int, mid: str | None) -> None:
         """Release an unsent row (the run is stopping): not an attempt, claimable at once."""
-        await self.writer.write(self._record(item, PLANNED, attempts, parts_sent, mid))
+        await self.writer.write(self._record(item, DeliveryStatus.PLANNED, attempts, parts_sent, mid))
 
     async def _deliver(self, item: Claimed) -> None:
-        if item.subscriber_status != "active":
+        if item.subscriber_status != SubscriberStatus.ACTIVE:
             self.tally.skipped += 1
             why = f"subscriber {item.subscriber_status}"
-            await self.writer.write(self._record(item, SKIPPED, item.attempts, item.parts_sent,
+            await self.writer.write(self._record(item, DeliveryStatus.SKIPPED, item.attempts, item.parts_sent,
                                                  item.message_id, error=why, claimed_at=self.clock()))
             return
         try:
@@ -334,27 +265,31 @@ class Dispatch:
         await self._attempts(item, message)
 
     async def _attempts(self, item: Claimed, message: Message) -> None:
-        attempts, start = item.attempts, item.parts_sent
-        for n in range(self.options.attempts_per_run):
-            if n and self.stop.is_set():
-                return await self._put_back(item, attempts, start, message.message_id)
-            self.tally.retried += int(n > 0)
+        """Send with the retry policy, recording each transient try; then finish, halt or put back."""
+        start = item.parts_sent
+
+        async def send() -> SendResult:
+            nonlocal start
             result = await self.channel.send(replace(message, start_part=start))
             start = max(start, result.parts_sent)
-            if result.outcome is Outcome.FATAL:
-                return await self._halt(item, message, result, start)
-            attempts += 1
-            if result.outcome is not Outcome.TRANSIENT or n + 1 == self.options.attempts_per_run:
-                return await self._finish(item, replace(result, parts_sent=start), attempts, message)
-            now = self.clock()
-            await self.writer.write(self._record(item, SENDING, attempts, start, message.message_id,
-                                                 error=result.error, claimed_at=now, total=len(message.parts),
-                                                 lease_until=now + self.options.lease))
-            await self.sleep(self._backoff(n, result.retry_after))
+            return result
 
-    def _backoff(self, n: int, retry_after: float | None) -> float:
-        delay = min(self.options.backoff * 2.0 ** n, self.options.backoff_cap)
-        return max(delay, retry_after or 0.0)
+        async def between(result: SendResult, sends: int) -> None:
+            now = self.clock()
+            await self.writer.write(self._record(
+                item, DeliveryStatus.SENDING, item.attempts + sends, start, message.message_id,
+                error=result.error, claimed_at=now, total=len(message.parts),
+                lease_until=now + self.options.lease))
+
+        tries = await send_with_retry(send, self.options.retry, self.sleep, between=between,
+                                      stopped=self.stop.is_set)
+        self.tally.retried += tries.sends - 1
+        if tries.stopped:
+            return await self._put_back(item, item.attempts + tries.sends, start, message.message_id)
+        if tries.result.outcome is Outcome.FATAL:
+            return await self._halt(item, message, tries.result, start)
+        attempts = item.attempts + tries.sends
+        await self._finish(item, replace(tries.result, parts_sent=start), attempts, message)
 
     async def _halt(self, item: Claimed, message: Message, result: SendResult, start: int) -> None:
         if not self.fatal:
@@ -374,35 +309,36 @@ class Dispatch:
         total, now = len(message.parts) if message else 0, self.clock()
         values: dict[str, Any] = {"claimed_at": now, "total": total, "error": result.error}
         if result.outcome is Outcome.SENT:
-            status = SENT
+            status = DeliveryStatus.SENT
             values.update(sent_at=now, error=None, new_address=self._moved(item, result))
             self.tally.sent += 1
             self.tally.resent += int(item.resumed)
         elif result.outcome is Outcome.TRANSIENT and attempts < self.options.max_attempts:
-            status = PLANNED
+            status = DeliveryStatus.PLANNED
             self.tally.deferred += 1
         else:
-            status = FAILED
+            status = DeliveryStatus.FAILED
             values.update(failure=self._failure(item, result, cause), mark=self._verdict(item, result))
             self.tally.failed += 1
         await self.writer.write(self._record(item, status, attempts, result.parts_sent, mid, **values))
 
-    def _failure(self, item: Claimed, result: SendResult, cause: BaseException | None) -> str:
+    def _failure(self, item: Claimed, result: SendResult, cause: BaseException | None) -> FailureKind:
         """Why the row failed; a bug is counted and logged in one line (its traceback only with -v)."""
         if result.outcome is Outcome.PERMANENT:
-            return PERMANENT
+            return FailureKind.PERMANENT
         if result.outcome is not Outcome.BUG:
-            return EXHAUSTED
+            return FailureKind.EXHAUSTED
         self.tally.failed_bug += 1
         log.error("%s delivery %s to subscriber %s failed (our bug or configuration): %s", self.name,
                   item.delivery_id, item.subscriber_id, result.error, exc_info=traceback_for(cause))
-        return BUG
+        return FailureKind.BUG
 
-    def _verdict(self, item: Claimed, result: SendResult) -> tuple[int, str] | None:
+    def _verdict(self, item: Claimed, result: SendResult) -> tuple[int, SubscriberStatus] | None:
         """The subscriber's new status after a failure: bounced/blocked on a permanent refusal."""
         if result.outcome is not Outcome.PERMANENT:
             return None
-        return item.subscriber_id, "bounced" if self.name == "email" else "blocked"
+        email = self.name == ChannelName.EMAIL
+        return item.subscriber_id, SubscriberStatus.BOUNCED if email else SubscriberStatus.BLOCKED
 
     @staticmethod
     def _moved(item: Claimed, result: SendResult) -> tuple[int, str] | None:

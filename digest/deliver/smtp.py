@@ -13,7 +13,7 @@ Verdicts (``digest.channels.Outcome``), as the outbox acts on them:
 | ``CONNECT_LIMIT`` connects in a row fail|           |                                     |
 
 A connection that saw an error is dropped; the next send opens a new one.
-Recipients are ASCII addresses only (``mailer.sendable_address``, as the
+Recipients are ASCII addresses only (``headers.sendable_address``, as the
 subscribe form and the composer require): no SMTPUTF8, so an internationalised
 mailbox name is PERMANENT before any connection, whatever the server offers.
 """
@@ -22,16 +22,15 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import aiosmtplib
 
 from digest.deliver.channels import Message, Outcome, SendResult
-from digest.deliver.mailer import sendable_address
-
-if TYPE_CHECKING:
-    from digest.config import Settings
+from digest.deliver.headers import sendable_address
+from digest.domain.ratelimit import Clock, Sleep, per_second
+from digest.domain.status import ChannelName
 
 CONNECT_LIMIT = 5  # consecutive failed connects before the server counts as unreachable (FATAL)
 
@@ -50,16 +49,6 @@ class SmtpConfig:
     rate: float = 0.0  # messages per second over all connections; 0 = unlimited
     envelope_from: str = "digest@localhost"
 
-    @classmethod
-    def from_settings(cls, settings: Settings, envelope_from: str) -> SmtpConfig:
-        """From DIGEST_SMTP_*; concurrency, rate and timeout have defaults until config.py has them."""
-        password = settings.smtp_password.get_secret_value() if settings.smtp_password else None
-        return cls(host=settings.smtp_host or "localhost", port=settings.smtp_port, user=settings.smtp_user,
-                   password=password, tls=settings.smtp_tls,
-                   timeout=settings.smtp_timeout,
-                   concurrency=settings.smtp_concurrency,
-                   rate=settings.smtp_rate, envelope_from=envelope_from)
-
     @property
     def where(self) -> str:
         return f"smtp {self.host}:{self.port}"
@@ -71,24 +60,6 @@ class SessionRefused(Exception):
     def __init__(self, outcome: Outcome, reason: str) -> None:
         super().__init__(reason)
         self.outcome = outcome
-
-
-class RateLimiter:
-    """At most ``rate`` starts per second (evenly spaced); 0 means no limit."""
-
-    def __init__(self, rate: float) -> None:
-        self.interval = 1.0 / rate if rate > 0 else 0.0
-        self._next = 0.0
-
-    async def wait(self) -> None:
-        """Sleep until this caller's slot."""
-        if not self.interval:
-            return
-        now = asyncio.get_running_loop().time()
-        slot = max(now, self._next)
-        self._next = slot + self.interval
-        if slot > now:
-            await asyncio.sleep(slot - now)
 
 
 def _reply(exc: aiosmtplib.SMTPResponseException) -> str:
@@ -127,14 +98,15 @@ def send_verdict(exc: BaseException) -> tuple[Outcome, str, bool]:
 class SmtpChannel:
     """The email channel over SMTP: reused connections, ``concurrency`` at most, ``rate`` msgs/s."""
 
-    name = "email"
+    name: str = ChannelName.EMAIL
 
-    def __init__(self, config: SmtpConfig) -> None:
+    def __init__(self, config: SmtpConfig, *, clock: Clock = time.monotonic,
+                 sleep: Sleep = asyncio.sleep) -> None:
         self.config = config
         self.concurrency = config.concurrency
         self._idle: list[aiosmtplib.SMTP] = []
         self._slots = asyncio.Semaphore(config.concurrency)
-        self._rate = RateLimiter(config.rate)
+        self._rate = per_second(config.rate, clock=clock, sleep=sleep)
         self._connect_failures = 0
 
     def _client(self) -> aiosmtplib.SMTP:
@@ -167,7 +139,7 @@ class SmtpChannel:
                               f"{self.config.where}: unusable address {message.address[:80]!r}: only ASCII "
                               "addresses are sent to (no SMTPUTF8), and none holding '=?'")
         async with self._slots:
-            await self._rate.wait()
+            await self._rate.acquire()
             try:
                 client = self._idle.pop() if self._idle else await self._connect()
             except SessionRefused as exc:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Collection
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
-from digest.write.extractive import EventWriteup, extractive_day
+from digest.domain.daytext import extractive_day
+from digest.domain.writeups import EventWriteup, overall_mode
 
 
 @dataclass(frozen=True)
@@ -63,8 +65,7 @@ class DigestView:
     @property
     def generation_mode(self) -> str:
         """The model name when the LLM wrote everything, ``extractive``, or ``mixed``."""
-        modes = {e.written_by for e in self.events} | {self.day_mode}
-        return modes.pop() if len(modes) == 1 else "mixed"
+        return overall_mode([*(e.written_by for e in self.events), self.day_mode])
 
     @property
     def modes_used(self) -> dict[str, int]:
@@ -75,21 +76,36 @@ class DigestView:
         return counts
 
 
+class Filterable(Protocol):
+    """What the subscriber filter reads of an event: a digest's view of it, or the outbox's facts."""
+
+    @property
+    def layers(self) -> Collection[str]: ...
+
+    @property
+    def score(self) -> float: ...
+
+
+def keeps(event: Filterable, layers: AbstractSet[str] | None, min_score: float | None) -> bool:
+    """The one subscriber filter rule: >= 1 layer shared with ``layers`` and a score >= ``min_score``.
+
+    ``None`` leaves that half out. Preview, publish and the chat commands all filter with this.
+    """
+    return ((layers is None or not layers.isdisjoint(event.layers))
+            and (min_score is None or event.score >= min_score))
+
+
 def filter_view(
     view: DigestView, layers: Collection[str] | None = None, min_score: float | None = None
 ) -> DigestView:
-    """Keep the events sharing a layer with ``layers`` and scoring at least ``min_score``.
+    """Keep the events :func:`keeps` keeps for ``layers`` and ``min_score``.
 
     When anything is filtered out, the title, overview and watch list are
     recomposed from the kept events so they never name an event the reader
     did not choose.
     """
-    wanted = set(layers) if layers is not None else None
-    kept = tuple(
-        e for e in view.events
-        if (wanted is None or wanted.intersection(e.layers))
-        and (min_score is None or e.score >= min_score)
-    )
+    wanted = frozenset(layers) if layers is not None else None
+    kept = tuple(e for e in view.events if keeps(e, wanted, min_score))
     if len(kept) == len(view.events):
         return view
     day = extractive_day([e.as_writeup() for e in kept], view.locale, view.date)

@@ -1,6 +1,8 @@
 """In-memory sliding-window limits, so the subscribe form cannot flood a mailbox.
 
-Pure: no I/O, the clock is injected (seconds, any origin). Two windows guard
+Pure: no I/O, the clock is injected (seconds, any origin); the windows are the
+core's one limiter shape (:class:`digest.domain.ratelimit.Window`), which here
+refuses a hit instead of waiting for room. Two windows guard
 the form (:class:`Throttle`): per address (how many mails one mailbox may be
 sent) and per client (how many POSTs one IP, or one IPv6 /64, may make). A
 refused hit is not counted, so a client that stops is let in again once its
@@ -15,11 +17,10 @@ from __future__ import annotations
 
 import ipaddress
 import time
-from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections import OrderedDict
 from dataclasses import dataclass
 
-Clock = Callable[[], float]
+from digest.domain.ratelimit import Clock, Window
 
 MAILS_PER_ADDRESS = 3  # confirmation (or notice) mails to one address ...
 ADDRESS_WINDOW = 24 * 3600.0  # ... per day
@@ -29,42 +30,30 @@ MAX_KEYS = 50_000
 
 
 class SlidingWindow:
-    """At most ``limit`` counted hits per key in any ``window`` seconds."""
+    """At most ``limit`` counted hits per key in any ``window`` seconds: one limiter :class:`Window` a key."""
 
     def __init__(self, limit: int, window: float, *, clock: Clock = time.time,
                  max_keys: int = MAX_KEYS) -> None:
         if limit < 1 or window <= 0 or max_keys < 1:
             raise ValueError("limit and max_keys must be at least 1, window positive")
         self.limit, self.window, self.clock, self.max_keys = limit, window, clock, max_keys
-        self._hits: OrderedDict[str, deque[float]] = OrderedDict()
-
-    def _recent(self, key: str, now: float) -> deque[float]:
-        """The key's hits still inside the window (older ones dropped)."""
-        hits = self._hits.pop(key, None) or deque()
-        while hits and hits[0] <= now - self.window:
-            hits.popleft()
-        return hits
+        self._keys: OrderedDict[str, Window] = OrderedDict()
 
     def hit(self, key: str) -> bool:
         """Count one hit for ``key`` and return True, or return False (uncounted) when over the limit."""
-        now = self.clock()
-        hits = self._recent(key, now)
-        allowed = len(hits) < self.limit
-        if allowed:
-            hits.append(now)
-        if hits:
-            self._hits[key] = hits  # re-inserted last: the most recently seen key
-        while len(self._hits) > self.max_keys:
-            self._hits.popitem(last=False)
-        return allowed
+        hits = self._keys.pop(key, None) or Window(self.limit, self.window)
+        self._keys[key] = hits  # (re-)inserted last: the most recently seen key
+        while len(self._keys) > self.max_keys:
+            self._keys.popitem(last=False)
+        return hits.admit(self.clock())
 
     def used(self, key: str) -> int:
         """How many counted hits ``key`` has inside the window now."""
-        now = self.clock()
-        return sum(1 for t in self._hits.get(key, ()) if t > now - self.window)
+        hits = self._keys.get(key)
+        return 0 if hits is None else hits.used(self.clock())
 
     def __len__(self) -> int:
-        return len(self._hits)
+        return len(self._keys)
 
 
 def client_key(host: str | None) -> str:

@@ -1,0 +1,65 @@
+"""The one retry policy of a send: tries, a doubling backoff with a cap, the server's retry_after.
+
+``sending.Dispatch`` (every delivery) and the publish's check copy both send
+through :func:`send_with_retry`; the wait between tries goes through an
+injected sleep, so tests wait for nothing.
+
+    send ─ TRANSIENT ─► between(result) ─► sleep(min(backoff·2ⁿ, cap) or retry_after) ─► send ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from digest.deliver.channels import Outcome, SendResult
+from digest.domain.ratelimit import Sleep
+
+Send = Callable[[], Awaitable[SendResult]]
+Between = Callable[[SendResult, int], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often one run tries a send, and how long it waits between tries."""
+
+    attempts: int = 3
+    backoff: float = 1.0  # seconds before the first retry; doubles each time
+    cap: float = 60.0  # ... up to this
+
+    def delay(self, n: int, retry_after: float | None = None) -> float:
+        """Seconds to wait after try ``n`` (from 0): the doubled backoff, capped, or a longer retry_after."""
+        return max(min(self.backoff * 2.0 ** n, self.cap), retry_after or 0.0)
+
+
+@dataclass(frozen=True)
+class Tries:
+    """The last result, how many sends it took, and whether ``stopped`` cut the tries short."""
+
+    result: SendResult
+    sends: int
+    stopped: bool = False
+
+
+def _never() -> bool:
+    return False
+
+
+async def send_with_retry(send: Send, policy: RetryPolicy, sleep: Sleep, *, between: Between | None = None,
+                          stopped: Callable[[], bool] = _never) -> Tries:
+    """Send until the outcome is not TRANSIENT or the policy's tries run out.
+
+    After a transient try, ``between(result, sends)`` runs (e.g. to record the
+    attempt) and the policy's delay is slept; ``stopped`` is asked before each
+    retry, and a True ends the tries there.
+    """
+    for n in range(policy.attempts):
+        result = await send()
+        if result.outcome is not Outcome.TRANSIENT or n + 1 == policy.attempts:
+            return Tries(result, n + 1)
+        if between is not None:
+            await between(result, n + 1)
+        await sleep(policy.delay(n, result.retry_after))
+        if stopped():
+            return Tries(result, n + 1, stopped=True)
+    raise ValueError(f"a retry policy needs at least one attempt, not {policy.attempts}")

@@ -1,0 +1,136 @@
+"""Validating what a subscriber gives: channel, address, layers, minimum score, locale. Pure.
+
+Addresses: email normalised by email-validator (no DNS), then lowercased, ASCII
+only (an internationalised domain IDNA-encoded, a non-ASCII mailbox name or an
+``=?`` refused: see ``_email``);
+telegram an integer chat id (negative for groups); discord ``channel:<id>``
+or ``user:<id>`` (a bare snowflake means a channel), id of 17 to 20 digits.
+Every refusal is a :class:`~digest.domain.errors.SubscriptionError` naming its field.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from digest.deliver.headers import sendable_address
+from digest.domain.errors import SubscriptionError
+from digest.domain.layers import LAYER_IDS, parse_layers
+from digest.domain.locales import LOCALES
+from digest.domain.status import ChannelName
+
+_TELEGRAM = re.compile(r"-?[0-9]{1,16}")  # |id| < 2**53: 16 digits at most
+_DISCORD = re.compile(r"(?:(channel|user):)?([1-9][0-9]{16,19})")
+
+
+@dataclass(frozen=True, slots=True)
+class Preferences:
+    """Validated preferences; ``None`` means "keep" (or the default for a new subscriber)."""
+
+    layers: list[str] | None = None
+    min_score: float | None = None
+    locale: str | None = None
+
+
+
+def validate_channel(channel: str) -> ChannelName:
+    """The channel, or SubscriptionError naming the field."""
+    if channel not in tuple(ChannelName):
+        raise SubscriptionError(f"unknown channel {channel!r}; valid: {', '.join(ChannelName)}",
+                                field="channel")
+    return ChannelName(channel)
+
+
+def validate_address(channel: str, address: str) -> str:
+    """The normalised address for ``channel``, or SubscriptionError naming the field."""
+    text = address.strip()
+    match validate_channel(channel):
+        case ChannelName.EMAIL:
+            return _email(text)
+        case ChannelName.TELEGRAM:
+            return _telegram(text)
+        case ChannelName.DISCORD:
+            return _discord(text)
+
+
+def _email(text: str) -> str:
+    """An address the mailer can write into a header and any SMTP server can take, or SubscriptionError.
+
+    ASCII only: an internationalised domain is stored IDNA-encoded (``xn--``); a mailbox name
+    with non-ASCII characters is refused (it needs SMTPUTF8 on every hop, which the mailer does
+    not use). An ``=?`` (the start of an RFC 2047 encoded word, which a mail reader may decode
+    into a new header line) is refused too.
+    """
+    # email-validator compiles its grammar on import (tens of ms): loaded here, not for `digest --help`.
+    from email_validator import EmailNotValidError, validate_email
+
+    try:
+        found = validate_email(text, check_deliverability=False, allow_smtputf8=False)
+    except EmailNotValidError as exc:
+        raise SubscriptionError(f"not a valid email address ({exc})", field="address") from None
+    # Lowercased whole: one mailbox is one subscriber, so "Ann@x" cannot dodge an unsubscribe of "ann@x".
+    address = (found.ascii_email or "").lower()
+    if not sendable_address(address):
+        raise SubscriptionError("not a valid email address (it holds '=?', which mail readers may decode "
+                                "as an encoded word)", field="address")
+    return address
+
+
+def _telegram(text: str) -> str:
+    if not _TELEGRAM.fullmatch(text) or int(text) == 0 or abs(int(text)) >= 2**53:
+        raise SubscriptionError(f"not a Telegram chat id (an integer, e.g. -1001234567890): {text!r}",
+                                field="address")
+    return str(int(text))
+
+
+def _discord(text: str) -> str:
+    match = _DISCORD.fullmatch(text)
+    if not match or int(match[2]) >= 2**64:
+        raise SubscriptionError(
+            f"not a Discord id (channel:<id> or user:<id>, 17 to 20 digits): {text!r}", field="address")
+    return f"{match[1] or 'channel'}:{match[2]}"
+
+
+def validate_layers(layers: str | Iterable[str] | None) -> list[str]:
+    """Layer ids ordered as ``LAYER_IDS``; ``None`` is all nine; empty is refused."""
+    if layers is None:
+        return list(LAYER_IDS)
+    text = layers if isinstance(layers, str) else " ".join(layers)
+    try:
+        return parse_layers(text)
+    except ValueError as exc:
+        raise SubscriptionError(f"{exc} (choose at least one)", field="layers") from None
+
+
+def validate_min_score(value: float) -> float:
+    """A minimum score in 0..100."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+            or not 0 <= value <= 100:
+        raise SubscriptionError(f"must be a number from 0 to 100, not {value!r}", field="min_score")
+    return float(value)
+
+
+def validate_locale(locale: str) -> str:
+    """A locale the digest is written in."""
+    if locale not in LOCALES:
+        raise SubscriptionError(f"unknown locale {locale!r}; valid: {', '.join(LOCALES)}",
+                                field="locale")
+    return locale
+
+
+def preferences(layers: str | Iterable[str] | None = None, min_score: float | None = None,
+                locale: str | None = None) -> Preferences:
+    """Validate whichever preferences are given."""
+    return Preferences(
+        layers=None if layers is None else validate_layers(layers),
+        min_score=None if min_score is None else validate_min_score(min_score),
+        locale=None if locale is None else validate_locale(locale),
+    )
+
+
+def ordered_layers(layers: Iterable[str]) -> list[str]:
+    """Stored layers in ``LAYER_IDS`` order (unknown ids dropped)."""
+    wanted = set(layers)
+    return [lid for lid in LAYER_IDS if lid in wanted]
