@@ -5,7 +5,7 @@ can_manage)`` (or a button press into ``Commands.press``) and the
 :class:`Reply` back into its own markup: replies are lines of :class:`Span`
 (text, style, link) and rows of :class:`Button`, never HTML or Markdown, so
 each adapter escapes untrusted text in one place. ``Reply.digest`` carries a
-filtered :class:`~digest.views.DigestView` for the adapter's renderer.
+filtered :class:`~digest.domain.views.DigestView` for the adapter's renderer.
 
 Whether the sender may change the chat's subscription (a group
 administrator) costs the platform a request, so it is asked lazily through
@@ -20,19 +20,18 @@ import datetime as dt
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import func, select
-
 from bot.texts import COVERS, DESCRIBE, TEXTS, locale_from
+from digest.domain.clock import system_now
 from digest.domain.errors import BuildError, SubscriptionError
 from digest.domain.layers import BY_ID, LAYER_IDS, LAYERS
+from digest.domain.locales import LOCALES
+from digest.domain.status import SubscriberStatus
 from digest.domain.views import DigestView, filter_view
 from digest.render.i18n import component_label, labels
 from digest.render.safety import one_line
 from digest.store.db import SessionFactory
-from digest.store.models import Digest, utcnow
-from digest.store.queries import event_detail, load_view, recent_events
+from digest.store.queries import event_detail, latest_digest_date, load_view, recent_events
 from digest.subscribe.subscriptions import (
-    ACTIVE,
     SubscriberView,
     find_by_address,
     set_preferences,
@@ -187,7 +186,7 @@ class Commands:
              "layers")
 
     def __init__(self, sessions: SessionFactory, *, channel: str,
-                 clock: Callable[[], dt.datetime] = utcnow, recent_limit: int = 10) -> None:
+                 clock: Callable[[], dt.datetime] = system_now, recent_limit: int = 10) -> None:
         self.sessions = sessions
         self.channel = channel
         self.clock = clock
@@ -251,7 +250,7 @@ class Commands:
         return self.layer_keyboard(view, text["subscribed"] + " " + text["choose"])
 
     async def _cmd_unsubscribe(self, req: Request) -> Reply:
-        if req.sub is None or req.sub.status != ACTIVE:
+        if req.sub is None or req.sub.status != SubscriberStatus.ACTIVE:
             return say(req.locale, "not_subscribed")
         if not await req.can_manage():
             return say(req.locale, "admins_only")
@@ -260,7 +259,7 @@ class Commands:
         return say(req.locale, "unsubscribed")
 
     async def _cmd_settings(self, req: Request) -> Reply:
-        if req.sub is None or req.sub.status != ACTIVE:
+        if req.sub is None or req.sub.status != SubscriberStatus.ACTIVE:
             return say(req.locale, "not_subscribed")
         return self.settings_reply(req.sub, TEXTS[req.locale]["settings_title"])
 
@@ -275,7 +274,7 @@ class Commands:
             return Reply(lines=(*lines, plain(text["change_hint"])))
         rows = ((Button(text["change_layers"], "S:layers"),),
                 tuple(Button(_mark(loc == locale) + TEXTS[loc]["locale_name"], f"S:loc:{loc}")
-                      for loc in ("zh", "en")),
+                      for loc in LOCALES),
                 tuple(Button(_mark(sub.min_score == n) + f"≥{n}", f"S:min:{n}") for n in MIN_SCORES))
         return Reply(lines=lines, buttons=rows)
 
@@ -294,7 +293,7 @@ class Commands:
         locale = sub.locale if sub is not None else locale_from(chat.user_locale)
         if not await can_manage():
             return Reply(notice=TEXTS[locale]["admins_only"], alert=True)
-        if sub is None or sub.status != ACTIVE:
+        if sub is None or sub.status != SubscriberStatus.ACTIVE:
             return Reply(notice=TEXTS[locale]["not_subscribed"], alert=True)
         kind, _, arg = action.partition(":")
         if kind == "L":
@@ -324,7 +323,7 @@ class Commands:
         what, _, value = arg.partition(":")
         if what == "layers":
             return self.layer_keyboard(sub, text["choose"])
-        if what == "loc" and value in TEXTS:
+        if what == "loc" and value in LOCALES:
             view = await self._save(sub, locale=value)
         elif what == "min" and value.isdigit() and int(value) in MIN_SCORES:
             view = await self._save(sub, min_score=float(value))
@@ -359,14 +358,14 @@ class Commands:
     async def _cmd_digest(self, req: Request) -> Reply:
         date = parse_date(req.args)
         async with self.sessions() as session:
-            date = date or await session.scalar(select(func.max(Digest.date)))
+            date = date or await latest_digest_date(session)
             if date is None:
                 return say(req.locale, "no_digest")
             try:
                 view = await load_view(session, date, req.locale)
             except BuildError:
                 return say(req.locale, "no_digest_for", date=date.isoformat())
-        if req.sub is not None and req.sub.status == ACTIVE:
+        if req.sub is not None and req.sub.status == SubscriberStatus.ACTIVE:
             view = filter_view(view, req.sub.layers, req.sub.min_score)
         return Reply(digest=view)
 

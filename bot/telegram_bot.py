@@ -54,21 +54,23 @@ from telegram.warnings import PTBDeprecationWarning
 
 from bot.commands import Button, Chat, Commands, Line, Reply, command_descriptions
 from bot.ratelimit import RateLimiter
-from bot.texts import LOCALES, TEXTS, locale_from
+from bot.texts import TEXTS, locale_from
 from digest.deliver.channels import Message as PushMessage
 from digest.deliver.channels import Outcome, SendResult
+from digest.domain.clock import system_now
 from digest.domain.errors import ConfigError, DigestError
+from digest.domain.locales import LOCALES
+from digest.domain.status import ChannelName
 from digest.render.renderer import Renderer
 from digest.render.safety import safe_url, tg_attr, tg_escape
 from digest.render.split import split_telegram
-from digest.store.models import utcnow
 
 if TYPE_CHECKING:
     from digest.config import Settings
     from digest.store.db import SessionFactory
 
 log = logging.getLogger(__name__)
-NAME = "telegram"
+NAME = ChannelName.TELEGRAM
 NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
 MANAGERS = (ChatMemberStatus.OWNER, ChatMemberStatus.ADMINISTRATOR)
 # 400s that mean "this chat is gone for us", not "our message is wrong".
@@ -374,7 +376,7 @@ def build_application(settings: Settings, sessions: SessionFactory, *,
         base = settings.telegram_api_base
         builder = builder.base_url(base).base_file_url(file_url(base))
     app: App = builder.build()
-    commands = Commands(sessions, channel=NAME, clock=clock or utcnow)
+    commands = Commands(sessions, channel=NAME, clock=clock or system_now)
     handlers = TelegramBot(commands, Renderer(site_url=settings.site_url, timezone=settings.timezone))
     app.add_handler(CommandHandler(Commands.NAMES, handlers.on_command, filters=filters.UpdateType.MESSAGE))
     app.add_handler(CallbackQueryHandler(handlers.on_button))

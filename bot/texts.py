@@ -1,13 +1,16 @@
-"""What the bots say, in zh and en (the digest's own labels live in ``digest.i18n``)."""
+"""What the bots say, in every locale of :mod:`digest.domain.locales` (the digest's own labels
+live in :mod:`digest.render.i18n`)."""
 
 from __future__ import annotations
 
-LOCALES = ("zh", "en")
+from digest.domain import locales
+
+CHAT_DEFAULT_LOCALE = "en"  # a chat user whose client sends no (or another) language reads English
 
 
 def locale_from(language_code: str | None) -> str:
-    """A chat platform's user language (``zh-hans``, ``en-US``...) → zh or en."""
-    return "zh" if language_code and language_code.lower().startswith("zh") else "en"
+    """A chat platform's user language (``zh-hans``, ``en-US``...) → its locale, else English."""
+    return locales.locale_from(language_code, default=CHAT_DEFAULT_LOCALE)
 
 
 TEXTS: dict[str, dict[str, str]] = {

@@ -16,36 +16,14 @@ from bot.commands import (
     parse_recent,
     parse_subscribe,
 )
-from digest.build.pipeline import BuildOptions, build_digest
+from bot.texts import locale_from
 from digest.domain.layers import LAYER_IDS
-from digest.domain.window import window_for
 from digest.store.db import SessionFactory
 from digest.subscribe.subscriptions import SubscriberView, find_by_address
-from tests.builders import COMPILER_PAPERS, add_entry, add_source
+from tests.chatday import DAY, LATER, build_day
 
-DAY = dt.date(2026, 9, 29)
-WINDOW = window_for(DAY, "Asia/Shanghai")
-BUILT = WINDOW.end + dt.timedelta(minutes=5)
-LATER = BUILT + dt.timedelta(hours=2)
 PRIVATE = Chat("telegram", "1001", user_locale="en-US")
 GROUP = Chat("telegram", "-2002", is_group=True, user_locale="zh-hans")
-EVIL_TITLE = 'Triton kernels & "PTX" codegen with tiles < 256 for Hopper GPUs'
-
-
-async def build_day(sessions: SessionFactory) -> None:
-    """Four events (two of them kernel_codegen, one with hostile text and a javascript: link), built."""
-    arxiv = await add_source(sessions, "arxiv-cs.pl", name="arXiv cs.PL", kind="arxiv", weight=0.7)
-    for n, (title, summary) in enumerate(COMPILER_PAPERS):
-        await add_entry(sessions, arxiv, title, summary, WINDOW.start + dt.timedelta(hours=n + 1),
-                        arxiv_id=f"2609.0000{n}", arxiv_version=1, announce_type="new",
-                        url=f"https://arxiv.org/abs/2609.0000{n}")
-    # The source name stays plain: digest/render's data notes do not escape it yet (reported).
-    blog = await add_source(sessions, "evil-blog", name="Evil Blog", weight=0.9)
-    await add_entry(sessions, blog, EVIL_TITLE,
-                    "A Triton compiler back end generates PTX and SASS for CUDA kernels with CUTLASS-style "
-                    "tiling; vectorization and LLVM codegen improve kernel code generation by 1.5x.",
-                    WINDOW.start + dt.timedelta(hours=6), url="javascript:alert(1)")
-    await build_digest(sessions, DAY, BuildOptions(locales=("zh", "en")), now=BUILT)
 
 
 class Permission:
@@ -92,6 +70,13 @@ def test_parse_subscribe_arguments() -> None:
     for wrong in ("min=abc", "min=101", "min=-1"):
         with pytest.raises(ArgError, match="bad_min"):
             parse_subscribe([wrong])
+
+
+def test_a_chat_users_language_reads_as_a_locale_english_when_unknown() -> None:
+    for code in ("zh", "zh-hans", "zh-Hant-TW", "ZH_tw"):
+        assert locale_from(code) == "zh"
+    for code in (None, "", "en", "en-US", "fr", "pt-br", "-"):
+        assert locale_from(code) == "en"
 
 
 def test_parse_query_arguments() -> None:

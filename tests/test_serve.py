@@ -34,7 +34,7 @@ from digest.web.app import create_app
 from digest.web.subscribe import SubscriptionSetup
 from tests.archive import SITE_URL, TZ, renderer
 from tests.smtpserver import Faults, SMTPTestServer, smtp_server
-from tests.test_web_subscribe import IDENTITY, SECRET, Clock, token_in
+from tests.webapp import IDENTITY, SECRET, Clock, token_in
 
 if TYPE_CHECKING:
     import uvicorn

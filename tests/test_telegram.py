@@ -34,8 +34,8 @@ from digest.domain.errors import ConfigError
 from digest.render.renderer import Renderer
 from digest.store.db import SessionFactory
 from digest.subscribe.subscriptions import find_by_address, subscribe
+from tests.chatday import DAY, LATER, build_day
 from tests.fake_telegram import TOKEN, FakeTelegram, check_html
-from tests.test_bot_commands import DAY, LATER, build_day
 
 USER, GROUP, ADMIN, MEMBER = 1001, -2002, 6, 5
 # python-telegram-bot's own RetryAfter reads its deprecated int attribute.

@@ -17,7 +17,8 @@ from sqlalchemy import select
 from digest.store.db import SessionFactory, make_engine, make_session_factory
 from digest.store.models import Digest
 from digest.store.queries import load_view
-from digest.web.app import create_app, negotiate
+from digest.web.app import create_app
+from digest.web.locale import negotiate
 from tests.archive import DATES, NOW, SITE_URL, TZ, Archive, build_archive, renderer
 
 DAY = DATES[0]

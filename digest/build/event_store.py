@@ -22,8 +22,9 @@ from digest.analyze.cluster import Cluster, identity_keys, primary_order
 from digest.analyze.score import ScoreWeights, score
 from digest.analyze.taxonomy import Taxonomy
 from digest.domain.items import Item
+from digest.domain.writeups import EventInput, SourceText
 from digest.store.models import Digest, DigestEvent, Entry, Event, EventEntry, Source
-from digest.write.extractive import EventInput, SourceText
+from digest.store.queries import event_entries
 
 KNOWN_LOOKBACK = dt.timedelta(days=30)
 log = logging.getLogger(__name__)
@@ -86,18 +87,10 @@ def to_item(entry: Entry, source: Source) -> Item:
 
 
 async def _entries_of(session: AsyncSession, event_ids: Iterable[int]) -> dict[int, list[Item]]:
-    ids = list(set(event_ids))
-    found: dict[int, list[Item]] = {i: [] for i in ids}
-    for chunk in _chunks(ids):
-        rows = await session.execute(
-            select(EventEntry.event_id, Entry, Source)
-            .join(Entry, Entry.id == EventEntry.entry_id)
-            .join(Source, Source.id == Entry.source_id)
-            .where(EventEntry.event_id.in_(chunk))
-        )
-        for event_id, entry, source in rows:
-            found[event_id].append(to_item(entry, source))
-    return found
+    """Each event's entries as analysis items (every asked id has a list)."""
+    found = await event_entries(session, event_ids)
+    return {event_id: [to_item(entry, source) for entry, source in pairs]
+            for event_id, pairs in found.items()}
 
 
 async def load_known_keys(session: AsyncSession, now: dt.datetime) -> dict[str, int]:

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import ColumnElement, Text, cast, exists, func, literal, select, true, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from digest.domain.daytext import extractive_day
 from digest.domain.errors import BuildError
 from digest.domain.layers import LAYER_IDS
 from digest.domain.views import DigestView, EventView, SourceLink
+from digest.domain.writeups import EventInput, EventWriteup, SourceText
 from digest.store.models import Digest, DigestEvent, DigestText, Entry, Event, EventEntry, Source, Writeup
-from digest.write.extractive import EventInput, EventWriteup, SourceText, extractive_day, extractive_event
+from digest.write.extractive import extractive_event
 
 
 async def get_digest(session: AsyncSession, date: dt.date) -> Digest:
@@ -26,20 +28,40 @@ async def get_digest(session: AsyncSession, date: dt.date) -> Digest:
     return digest
 
 
-async def event_sources(session: AsyncSession, event_ids: Sequence[int]) -> dict[int, list[SourceText]]:
-    """Every source entry of each event, best source first."""
-    rows = await session.execute(
-        select(EventEntry.event_id, Entry, Source)
-        .join(Entry, Entry.id == EventEntry.entry_id)
-        .join(Source, Source.id == Entry.source_id)
-        .where(EventEntry.event_id.in_(list(event_ids)))
-        .order_by(Source.weight.desc(), Entry.id)
-    )
-    found: dict[int, list[SourceText]] = defaultdict(list)
-    for event_id, entry, source in rows:
-        url = entry.canonical_url or entry.url
-        found[event_id].append(SourceText(source.name, url, entry.title, entry.summary))
+EventEntries = dict[int, list[tuple[Entry, Source]]]
+_CHUNK = 500  # ids per IN (...): well under every backend's limit on bound parameters
+
+
+async def event_entries(session: AsyncSession, event_ids: Iterable[int]) -> EventEntries:
+    """Every entry of each event with its source, best source first (the one event-to-entries join).
+
+    Each asked id has a list, empty when the event has no entries.
+    """
+    ids = sorted(set(event_ids))
+    found: EventEntries = {event_id: [] for event_id in ids}
+    for start in range(0, len(ids), _CHUNK):
+        rows = await session.execute(
+            select(EventEntry.event_id, Entry, Source)
+            .join(Entry, Entry.id == EventEntry.entry_id)
+            .join(Source, Source.id == Entry.source_id)
+            .where(EventEntry.event_id.in_(ids[start:start + _CHUNK]))
+            .order_by(Source.weight.desc(), Entry.id)
+        )
+        for event_id, entry, source in rows:
+            found[event_id].append((entry, source))
     return found
+
+
+async def event_sources(session: AsyncSession, event_ids: Sequence[int]) -> dict[int, list[SourceText]]:
+    """Every source entry of each event as the writers read it, best source first."""
+    return {event_id: [SourceText(source.name, entry.canonical_url or entry.url, entry.title, entry.summary)
+                       for entry, source in pairs]
+            for event_id, pairs in (await event_entries(session, event_ids)).items()}
+
+
+async def latest_digest_date(session: AsyncSession) -> dt.date | None:
+    """The date of the newest built digest, or None before the first build."""
+    return await session.scalar(select(func.max(Digest.date)))
 
 
 async def load_view(session: AsyncSession, date: dt.date, locale: str) -> DigestView:
@@ -267,13 +289,9 @@ async def event_detail(session: AsyncSession, event_id: int, locale: str) -> Eve
 
 
 async def _source_entries(session: AsyncSession, event_id: int) -> list[SourceEntry]:
-    rows = await session.execute(
-        select(Entry, Source.name).join(EventEntry, EventEntry.entry_id == Entry.id)
-        .join(Source, Source.id == Entry.source_id)
-        .where(EventEntry.event_id == event_id).order_by(Source.weight.desc(), Entry.id)
-    )
-    return [SourceEntry(name, entry.title, entry.canonical_url or entry.url, entry.published)
-            for entry, name in rows]
+    pairs = (await event_entries(session, [event_id]))[event_id]
+    return [SourceEntry(source.name, entry.title, entry.canonical_url or entry.url, entry.published)
+            for entry, source in pairs]
 
 
 async def event_texts(

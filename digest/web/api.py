@@ -1,4 +1,4 @@
-"""The JSON API of the web archive (described by :mod:`digest.openapi` at ``/api/openapi.json``).
+"""The JSON API of the web archive (described by :mod:`digest.web.openapi` at ``/api/openapi.json``).
 
 Every error is ``{"error": "..."}`` with a 4xx status. The JSON shapes are
 built here so the static export writes the same objects.
@@ -16,9 +16,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from digest.config import LOCALES
 from digest.domain.errors import BuildError
 from digest.domain.layers import BY_ID, LAYER_IDS
+from digest.domain.locales import LOCALES
 from digest.render.renderer import Renderer, safe_url
 from digest.store import queries
 from digest.store.db import SessionFactory

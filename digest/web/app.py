@@ -1,6 +1,6 @@
 """The web archive: an ASGI app (Starlette) over the stored digests.
 
-Routes (the JSON API is in :mod:`digest.web_api`, documented at ``/api/openapi.json``)::
+Routes (the JSON API is in :mod:`digest.web.api`, documented at ``/api/openapi.json``)::
 
     GET /                 archive index, newest first (?page=, ?layer=)
     GET /d/YYYY-MM-DD     a digest page; every GET adds one to its read count
@@ -8,13 +8,13 @@ Routes (the JSON API is in :mod:`digest.web_api`, documented at ``/api/openapi.j
     GET /feed.xml         Atom feed of the latest digests
     GET /style.css        the only stylesheet (there are no scripts)
     GET /healthz          200 {"status": "ok"} when the database answers, else 503
-    /subscribe, /confirm, /unsubscribe, /preferences   the email subscription (digest.web_subscribe)
+    /subscribe, /confirm, /unsubscribe, /preferences   the email subscription (digest.web.subscribe)
 
-Language: ``?lang=zh|en``, else Accept-Language (q-values), else the default.
+Language: ``?lang=zh|en``, else Accept-Language (q-values), else the default (:mod:`digest.web.locale`).
 Everything shown comes from feeds or an LLM: templates autoescape, only http(s)
 links survive, and the Content-Security-Policy allows no script at all.
 Each request owns its transaction; query helpers never commit. Every integer
-query parameter is read by :func:`digest.web_api.int_param` (ASCII digits in a
+query parameter is read by :func:`digest.web.api.int_param` (ASCII digits in a
 range, else a 400). The client is the connection's peer; X-Forwarded-For counts
 only from a trusted proxy (:func:`proxy_headers`). Link tokens never reach a log
 line (:class:`RedactSecrets`).
@@ -28,7 +28,6 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from urllib.parse import unquote_plus, urlencode
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -41,7 +40,6 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from digest.config import LOCALES
 from digest.domain.clock import system_now
 from digest.domain.errors import BuildError
 from digest.domain.layers import BY_ID
@@ -49,15 +47,13 @@ from digest.render.renderer import Renderer
 from digest.store import queries
 from digest.store.db import SessionFactory
 from digest.web.api import MAX_PAGE, JsonApi, int_param, parse_date
+from digest.web.locale import content_language, negotiate
 from digest.web.pages import Chrome, Pages, WebLinks, lang_switch
-
-if TYPE_CHECKING:
-    from digest.web.subscribe import SubscriptionSetup
+from digest.web.subscribe import SubscribeLinks, SubscriptionPages, SubscriptionSetup
 
 log = logging.getLogger(__name__)
 Clock = Callable[[], dt.datetime]
 FEED_ENTRIES = 20
-_LANG_ITEM = re.compile(r"^\s*([A-Za-z]{1,8}|\*)(?:-[A-Za-z0-9]{1,8})*\s*(?:;\s*q\s*=\s*([0-9.]+))?\s*$")
 
 SECURITY_HEADERS = {
     "content-security-policy": (
@@ -70,26 +66,6 @@ SECURITY_HEADERS = {
     "cross-origin-opener-policy": "same-origin",
     "permissions-policy": "camera=(), microphone=(), geolocation=(), interest-cohort=()",
 }
-
-
-def negotiate(query_lang: str | None, accept: str | None, default: str) -> tuple[str, bool]:
-    """The page's locale and whether the reader chose it explicitly (``?lang=``)."""
-    if query_lang in LOCALES:
-        return str(query_lang), True
-    ranked: list[tuple[float, int, str]] = []
-    for n, item in enumerate((accept or "").split(",")):
-        match = _LANG_ITEM.match(item)
-        if not match:
-            continue
-        try:
-            q = float(match.group(2)) if match.group(2) else 1.0
-        except ValueError:
-            continue
-        ranked.append((-q, n, match.group(1).lower()))
-    for neg_q, _, tag in sorted(ranked):
-        if neg_q < 0 and (tag in LOCALES or tag == "*"):
-            return (tag if tag in LOCALES else default), False
-    return default, False
 
 
 REDACTED = "REDACTED"
@@ -118,7 +94,7 @@ class RedactSecrets(logging.Filter):
     """A logging filter: no link token (or other secret query value) reaches a log line.
 
     Set on uvicorn's handlers (the access log carries every request's path and query) by
-    :func:`digest.cmd_web.make_server`; the message and any traceback are redacted.
+    :func:`digest.cli.web.make_server`; the message and any traceback are redacted.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -195,7 +171,7 @@ class WebPages:
     def html(self, body: str, reader: _Reader, status: int = 200, cache: str = "no-cache") -> Response:
         """An HTML response that says its language and what it varies on."""
         return HTMLResponse(body, status, headers={
-            "content-language": "zh-CN" if reader.locale == "zh" else "en",
+            "content-language": content_language(reader.locale),
             "vary": "Accept-Language", "cache-control": cache,
         })
 
@@ -311,8 +287,6 @@ def create_app(sessions: SessionFactory, renderer: Renderer, *, site_url: str, d
     extra: list[Route] = []
     link_type = WebLinks
     if subscriptions is not None:
-        from digest.web.subscribe import SubscribeLinks, SubscriptionPages
-
         extra = SubscriptionPages(sessions, renderer, subscriptions, site_url=site_url,
                                   default_locale=default_locale, clock=now).routes()
         link_type = SubscribeLinks

@@ -23,8 +23,9 @@ from urllib.parse import urlsplit
 
 from digest.domain.errors import SubscriptionError
 from digest.domain.layers import LAYER_IDS
-from digest.subscribe.subscriptions import (
-    LOCALES,
+from digest.domain.locales import DEFAULT_LOCALE, LOCALES
+from digest.domain.status import ChannelName
+from digest.subscribe.validation import (
     validate_address,
     validate_layers,
     validate_locale,
@@ -91,7 +92,7 @@ class FormState:
     address: str = ""
     layers: tuple[str, ...] = LAYER_IDS
     min_score: str = "0"
-    locale: str = "zh"
+    locale: str = DEFAULT_LOCALE
     errors: dict[str, str] = field(default_factory=dict)
 
 
@@ -140,7 +141,7 @@ def read_prefs(fields: Fields, state: FormState) -> Prefs | None:
 def _address(raw: str) -> str:
     if len(raw) > MAX_ADDRESS:
         raise ValueError("too long")
-    return validate_address("email", raw)
+    return validate_address(ChannelName.EMAIL, raw)
 
 
 def read_address(fields: Fields, state: FormState) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from digest.domain.layers import LAYER_IDS
+from digest.domain.locales import LOCALES
 
 _STR = {"type": "string"}
 _INT = {"type": "integer"}
@@ -81,7 +82,7 @@ def _param(name: str, schema: dict[str, Any], description: str, where: str = "qu
             "description": description}
 
 
-_LANG = _param("lang", {"type": "string", "enum": ["zh", "en"]}, "locale of the texts (default: the site's)")
+_LANG = _param("lang", {"type": "string", "enum": list(LOCALES)}, "locale of the texts (default: the site's)")
 _LAYER = _param("layer", {"type": "string", "enum": list(LAYER_IDS)}, "keep items with this layer")
 
 

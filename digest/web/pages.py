@@ -1,6 +1,6 @@
 """The archive's pages (index, digest, event, feed, error): template contexts and rendering.
 
-Shared by the web app (:mod:`digest.web`) and the static export (:mod:`digest.site`);
+Shared by the web app (:mod:`digest.web`) and the static export (:mod:`digest.web.site`);
 they differ only in their :class:`Links` (URL scheme) and whether the read count shows.
 Pure: every function takes query results, nothing here touches the database.
 """

@@ -17,14 +17,14 @@ The link's token is the only key to a subscriber; a bad or expired one gets a
 400 page. Nothing shown depends on whether an address is subscribed: an
 active address is mailed a notice (preferences and unsubscribe links) where a
 new or pending one is mailed a confirm link, and the page is the same. A POST
-over a throttle limit (:mod:`digest.throttle`) gets that same page but
+over a throttle limit (:mod:`digest.subscribe.throttle`) gets that same page but
 writes and sends nothing. The write and the mail both happen after the
 response (one background task, the same code path for every address up to
 the response), so neither the page nor its timing tells whether the address
 was known or whether a mail went; uvicorn lets a running background task
 finish before it shuts down. Forms
 carry a signed form token and are refused from another Origin
-(:mod:`digest.web_forms`).
+(:mod:`digest.web.forms`).
 """
 
 from __future__ import annotations
@@ -48,16 +48,17 @@ from starlette.routing import Route
 from digest.deliver.channels import Message, Outcome
 from digest.deliver.confirm_mail import SendMail, confirm_message, notice_message
 from digest.deliver.mailer import PREFERENCES_PATH, UNSUBSCRIBE_PATH, MailIdentity
+from digest.deliver.retry import RetryPolicy, send_with_retry
 from digest.domain.errors import SubscriberNotFound, SubscriptionError, TokenError
 from digest.domain.layers import BY_ID, LAYERS
+from digest.domain.status import ChannelName, SubscriberStatus
 from digest.render.i18n import labels, subscribe_labels
 from digest.render.renderer import Renderer
 from digest.store.db import SessionFactory
 from digest.subscribe import subscriptions
-from digest.subscribe.subscriptions import ACTIVE, PENDING, UNSUBSCRIBED, SubscriberView
+from digest.subscribe.subscriptions import SubscriberView
 from digest.subscribe.throttle import Throttle
 from digest.subscribe.tokens import CONFIRM, PREFERENCES, UNSUBSCRIBE, make_token
-from digest.web.app import negotiate
 from digest.web.forms import (
     MAX_FIELDS,
     MAX_FORM_BYTES,
@@ -72,6 +73,7 @@ from digest.web.forms import (
     same_origin,
     state_from,
 )
+from digest.web.locale import content_language, negotiate
 from digest.web.pages import WEB_LABELS, WebLinks, lang_switch
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,7 @@ CONFIRM_PATH = "/confirm"
 SUBSCRIBE_PATH = "/subscribe"
 MAX_TOKEN = 1000
 SUBSCRIBE_FORM = "subscribe"
+CONFIRMABLE = (SubscriberStatus.PENDING, SubscriberStatus.ACTIVE)  # a confirm link still shows its page
 
 
 @dataclass
@@ -180,7 +183,7 @@ class SubscriptionPages:
             "all_layers": LAYERS, "layer_label": lambda lid: BY_ID[lid].label(visit.locale),
         } | context)
         return HTMLResponse(body, status, background=background, headers={
-            "content-language": "zh-CN" if visit.locale == "zh" else "en", "vary": "Accept-Language",
+            "content-language": content_language(visit.locale), "vary": "Accept-Language",
             "cache-control": "no-store", "x-robots-tag": "noindex, nofollow",
         })
 
@@ -264,8 +267,8 @@ class SubscriptionPages:
             try:
                 async with self.sessions.begin() as session:
                     view, needs_confirmation = await subscriptions.subscribe(
-                        session, "email", address, layers=layers, min_score=min_score, locale=locale,
-                        confirmed=False, now=now)
+                        session, ChannelName.EMAIL, address, layers=layers, min_score=min_score,
+                        locale=locale, confirmed=False, now=now)
                 break
             except IntegrityError:
                 if attempt == 2:
@@ -280,16 +283,14 @@ class SubscriptionPages:
                               unsubscribe_url=self.link(UNSUBSCRIBE_PATH, UNSUBSCRIBE, view, None, base))
 
     async def deliver(self, message: Message) -> None:
-        """Send one mail, retrying transient failures a little; the outcome is only logged."""
-        for attempt in range(self.setup.send_attempts):
-            try:
-                result = await self.setup.send_mail(message)
-            except Exception:
-                log.exception("subscribe: mail to subscriber %s failed", message.subscriber_id)
-                return
-            if result.outcome is not Outcome.TRANSIENT or attempt + 1 == self.setup.send_attempts:
-                break
-            await asyncio.sleep(self.setup.send_backoff * 2 ** attempt)
+        """Send one mail under the senders' retry policy; the outcome is only logged."""
+        policy = RetryPolicy(attempts=self.setup.send_attempts, backoff=self.setup.send_backoff)
+        try:
+            result = (await send_with_retry(lambda: self.setup.send_mail(message), policy,
+                                            asyncio.sleep)).result
+        except Exception:
+            log.exception("subscribe: mail to subscriber %s failed", message.subscriber_id)
+            return
         if result.outcome is Outcome.SENT:
             log.info("subscribe: mailed subscriber %s (%s)", message.subscriber_id, message.message_id)
         else:
@@ -303,9 +304,9 @@ class SubscriptionPages:
         visit = self.visit(request)
         if request.method != "POST":  # GET or HEAD: never changes anything
             found = await self.by_token(request, CONFIRM)
-            if isinstance(found, TokenError) or found.status not in (PENDING, ACTIVE):
+            if isinstance(found, TokenError) or found.status not in CONFIRMABLE:
                 return self.bad_link(visit, found if isinstance(found, TokenError) else TokenError("used"))
-            if found.status == PENDING:
+            if found.status == SubscriberStatus.PENDING:
                 return self.page(visit, "confirm.html.j2", done=False, address=found.address)
         else:
             found = await self.by_token(request, CONFIRM,
@@ -325,8 +326,8 @@ class SubscriptionPages:
                                         lambda s, v: subscriptions.unsubscribe(s, v.id, self.clock()))
         if isinstance(found, TokenError):
             return self.bad_link(visit, found)
-        return self.page(visit, "unsubscribe.html.j2", done=found.status == UNSUBSCRIBED,
-                         address=found.address)
+        done = found.status == SubscriberStatus.UNSUBSCRIBED
+        return self.page(visit, "unsubscribe.html.j2", done=done, address=found.address)
 
     # -- /preferences --------------------------------------------------------------
 
