@@ -35,8 +35,8 @@ from pydantic_settings import (
 from digest.domain.clock import Clock, make_clock
 from digest.domain.errors import ConfigError
 from digest.domain.layers import LAYER_IDS
+from digest.domain.locales import LOCALES
 
-LOCALES = ("zh", "en")
 TOML_FILE = "digest.toml"
 MIN_SECRET_CHARS = 32
 _PREFIX = "DIGEST_"
@@ -207,7 +207,10 @@ class Settings(BaseSettings):
 
     @cached_property
     def clock(self) -> Clock:
-        """The one clock of this process: the system's, or DIGEST_NOW running on from there."""
+        """The one clock of this process: the system's, or DIGEST_NOW running on from there.
+
+        Read it through ``digest.bootstrap.clock``; adapters handed the settings may read it here.
+        """
         return make_clock(self.now)
 
     def secret(self) -> str:

@@ -7,8 +7,14 @@ import hashlib
 import itertools
 from typing import Any
 
+from digest.domain.window import window_for
 from digest.store.db import SessionFactory
 from digest.store.models import Entry, Source
+
+# The test day most suites build: its window (Asia/Shanghai) and a moment just after it closed.
+DAY = dt.date(2026, 9, 29)
+WINDOW = window_for(DAY, "Asia/Shanghai")
+NOW = WINDOW.end + dt.timedelta(minutes=5)
 
 _counter = itertools.count(1)
 

@@ -7,16 +7,12 @@ import datetime as dt
 from sqlalchemy import func, select
 
 from digest.build.pipeline import BuildOptions, build_digest
-from digest.domain.window import window_for
 from digest.store.db import SessionFactory
 from digest.store.models import Digest, DigestEvent, Entry, Event, LLMCache
 from digest.store.queries import load_view
-from tests.builders import COMPILER_PAPERS, NEGATIVE, add_entry, add_source
+from tests.builders import COMPILER_PAPERS, DAY, NEGATIVE, NOW, WINDOW, add_entry, add_source
 
-DAY = dt.date(2026, 9, 29)
-WINDOW = window_for(DAY, "Asia/Shanghai")
 OPTIONS = BuildOptions(locales=("zh", "en"))
-NOW = WINDOW.end + dt.timedelta(minutes=5)
 
 
 async def _day(sessions: SessionFactory) -> dict[str, int]:

@@ -40,6 +40,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
     sources = Path(out.stdout.strip())
     run = digest(tmp, "run", "--json", sources=sources)
     assert run.returncode == 0, run.stderr
+    (tmp / "run.json").write_text(run.stdout)
     date = latest_closed(NOW, "Asia/Shanghai").isoformat()
     return tmp, sources, date
 
@@ -55,6 +56,43 @@ def test_run_fetches_and_builds(built: tuple[Path, Path, str]) -> None:
     assert all(keys <= set(r) for r in rows)
     again = digest(tmp, "build", "--date", date, sources=sources)
     assert again.returncode == 0 and "already built" in again.stdout
+
+
+RUN_KEYS = {"date", "sources", "entries", "events", "built", "published", "deliveries", "llm", "seconds"}
+
+
+def test_run_json_is_one_document_with_the_report(built: tuple[Path, Path, str]) -> None:
+    tmp, _, date = built
+    report = json.loads((tmp / "run.json").read_text())  # one JSON value, nothing after it
+    assert isinstance(report, dict) and set(report) >= RUN_KEYS
+    assert report["date"] == date and report["built"] is True and report["published"] is True
+    assert report["sources"]["ok"] > 0 and report["sources"]["failed"] == []
+    assert report["entries"] > 0 and report["events"] > 0
+    assert report["llm"] == {"calls": 0, "tokens": 0} and isinstance(report["seconds"], float)
+    assert all({"planned", "sent", "failed"} <= set(t) for t in report["deliveries"].values())
+
+
+def test_run_json_is_printed_when_the_run_fails(tmp_path: Path) -> None:
+    toml = tmp_path / "sources.toml"
+    toml.write_text('[[source]]\nkey = "dead"\nname = "Dead"\nurl = "http://127.0.0.1:9/feed"\n')
+    out = digest(tmp_path, "run", "--json", sources=toml)
+    assert out.returncode == 1
+    report = json.loads(out.stdout)
+    assert set(report) >= RUN_KEYS and report["built"] is False and report["published"] is False
+    assert "no source could be reached" in report["built_reason"]
+    assert [f["source"] for f in report["sources"]["failed"]] == ["dead"]
+    last = out.stderr.strip().splitlines()[-1]
+    assert "no source could be reached" in last and "digest samples" in last
+
+
+def test_help_loads_no_client_library() -> None:
+    """``digest --help`` stays fast: building the parser imports none of the heavy clients."""
+    code = ("import sys; from digest.cli.main import build_parser; build_parser(); "
+            "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))")
+    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                cwd=ROOT, timeout=120).stdout.split())
+    heavy = {"httpx", "feedparser", "openai", "jinja2", "aiosmtplib", "starlette", "uvicorn", "alembic"}
+    assert loaded & heavy == set()
 
 
 def test_preview_json_contract(built: tuple[Path, Path, str]) -> None:

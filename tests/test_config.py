@@ -101,7 +101,7 @@ def test_bad_value_is_one_line_naming_the_variable(
 
 
 def test_score_weights_come_from_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
-    from digest.cli.digests import build_options
+    from digest.bootstrap import build_options
 
     monkeypatch.setenv("DIGEST_SCORE_WEIGHTS", '{"novelty": 5, "authority": 25}')
     weights = build_options(load_settings()).weights

@@ -14,7 +14,7 @@ from digest.render.renderer import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOL
 from digest.render.safety import clean_text, discord_escape
 from digest.render.split import TELEGRAM_LIMIT, discord_problems, telegram_text, utf16_len
 from digest.render.wrap import MAX_LINE_OCTETS
-from tests.test_split import check_telegram, parse, squash
+from tests.telegram_html import check_telegram, parse, squash
 
 SCRIPT = "<script>alert(1)</script>"
 INVISIBLE = "\u200b\u200c\u200d\u200e\u200f\u2060\u061c"  # zero-width characters and bidi marks

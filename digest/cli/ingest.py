@@ -1,4 +1,4 @@
-"""Handlers of the ingestion commands: ``db``, ``fetch``, ``sources``, ``samples``, ``run``."""
+"""The ingestion commands: ``db``, ``fetch``, ``sources``, ``samples``."""
 
 from __future__ import annotations
 
@@ -7,46 +7,56 @@ import sys
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from digest import __version__
-from digest.cli.output import format_table
+from digest import bootstrap
+from digest.cli.output import format_table, print_json, tell_wait
 from digest.config import Settings
-from digest.domain.errors import DigestError
 from digest.ingest.sources import SourceSpec, load_sources
-from digest.store.db import make_engine, migrate, open_database
 
 if TYPE_CHECKING:
-    from digest.ingest.pipeline import FetchOptions, FetchResult
+    from digest.ingest.pipeline import FetchResult
+
+OFFLINE_HINT = (
+    "to run offline with the bundled samples: make demo (or: digest samples --out var/samples"
+    " && DIGEST_SOURCES=var/samples/sources.toml digest run)"
+)
 
 
+def add_commands(sub: Any) -> None:
+    """Register ``db``, ``fetch``, ``sources`` and ``samples`` on the CLI."""
+    db = sub.add_parser("db", help="database maintenance")
+    db_sub = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
+    db_sub.add_parser("upgrade", help="apply migrations up to head").set_defaults(handler=db_upgrade)
 
-def fetch_options(settings: Settings) -> FetchOptions:
-    """Fetch options from settings."""
-    from digest.ingest.pipeline import FetchOptions
+    fetch = sub.add_parser("fetch", help="fetch every enabled source and store new entries")
+    fetch.add_argument("--json", action="store_true", help="print a JSON array, one object per source")
+    fetch.set_defaults(handler=fetch_cmd)
 
-    return FetchOptions(
-        concurrency=settings.fetch_concurrency,
-        per_host=settings.fetch_per_host,
-        timeout=settings.fetch_timeout,
-        max_bytes=settings.fetch_max_bytes,
-        max_redirects=settings.fetch_max_redirects,
-        user_agent=f"compiler-digest/{__version__} (+{settings.site_url})",
-    )
+    sources = sub.add_parser("sources", help="the configured sources")
+    src_sub = sources.add_subparsers(dest="sources_command", required=True, metavar="ACTION")
+    src_list = src_sub.add_parser("list", help="each source, its last outcome and failure run")
+    src_list.add_argument("--json", action="store_true")
+    src_list.set_defaults(handler=sources_list)
+    src_check = src_sub.add_parser("check", help="fetch each source once; store nothing")
+    src_check.add_argument("--json", action="store_true")
+    src_check.set_defaults(handler=sources_check)
+
+    samples_cmd = sub.add_parser("samples", help="write the bundled offline sample feeds")
+    samples_cmd.add_argument("--out", default="var/samples", help="folder to write (default var/samples)")
+    samples_cmd.set_defaults(handler=samples)
 
 
 async def db_upgrade(settings: Settings, args: argparse.Namespace) -> int:
     """``digest db upgrade``."""
-    engine = make_engine(settings.database_url)
-    try:
-        await migrate(engine)
-    finally:
-        await engine.dispose()
+    async with bootstrap.database(settings):  # opening it migrates it
+        pass
     print("database is at the latest revision", file=sys.stderr)
     return 0
 
 
-def _progress(total: int) -> Callable[[FetchResult], None]:
+def fetch_progress(total: int) -> Callable[[FetchResult], None]:
+    """One line per source on stderr as it ends, when stderr is a terminal."""
     done = 0
     tty = sys.stderr.isatty()
 
@@ -80,47 +90,53 @@ def _results_table(results: list[FetchResult]) -> str:
 
 
 async def _fetch(settings: Settings, *, store: bool) -> list[FetchResult]:
+    # the pipeline brings httpx and feedparser: imported here, not for `digest --help`
+    from digest.daily import enabled
     from digest.ingest.pipeline import fetch_sources
 
-    specs = [s for s in load_sources(settings.sources) if s.enabled]
-    if not specs:
-        raise DigestError("no enabled source in the source list")
-    async with _fetch_lock(settings, store), open_database(settings.database_url) as sessions:
+    specs = enabled(load_sources(settings.sources))
+    async with _fetch_lock(settings, store), bootstrap.database(settings) as sessions:
         return await fetch_sources(
-            sessions, specs, fetch_options(settings), now=settings.clock(), store=store,
-            progress=_progress(len(specs)),
+            sessions, specs, bootstrap.fetch_options(settings), now=bootstrap.clock(settings)(),
+            store=store, progress=fetch_progress(len(specs)),
         )
 
 
 def _fetch_lock(settings: Settings, store: bool) -> AbstractAsyncContextManager[None]:
     """One storing fetch at a time (a second one waits); a check stores nothing and takes no lock."""
-    from digest.store.locks import FETCH_LOCK, cli_lock
+    from digest.store.locks import FETCH_LOCK
 
-    return cli_lock(settings, FETCH_LOCK) if store else nullcontext()
+    return bootstrap.run_lock(settings, FETCH_LOCK, on_wait=tell_wait) if store else nullcontext()
 
 
-def _report(results: list[FetchResult], as_json: bool) -> int:
-    from digest.cli.main import print_json
-    from digest.ingest.pipeline import STORAGE_FAILED
-
+def print_results(results: list[FetchResult], as_json: bool) -> None:
+    """The fetch results: a table, or a JSON array."""
     if as_json:
         print_json([r.as_json() for r in results])
     else:
         print(_results_table(results))
-    good = [r for r in results if r.status in ("ok", "not_modified")]
-    unstored = [r for r in results if (r.error or "").startswith(STORAGE_FAILED)]
-    if unstored:
-        print(f"digest: error: {len(unstored)} source(s) were fetched but could not be stored "
-              f"({unstored[0].error}); fix the database or disk and fetch again", file=sys.stderr)
-        return 1
-    if not good:
-        print(f"digest: error: no source could be reached ({len(results)} failed); {OFFLINE_HINT}",
-              file=sys.stderr)
-        return 1
-    return 0
 
 
-async def fetch(settings: Settings, args: argparse.Namespace) -> int:
+def print_failure(failure: str) -> None:
+    """Why a command failed, in one line on stderr; the offline hint when no source answered."""
+    from digest.daily import NO_SOURCE
+
+    hint = f"; {OFFLINE_HINT}" if failure.startswith(NO_SOURCE) else ""
+    print(f"digest: error: {failure}{hint}", file=sys.stderr)
+
+
+def _report(results: list[FetchResult], as_json: bool) -> int:
+    # digest.daily holds the one verdict on a fetch (and brings the pipeline): imported on use
+    from digest.daily import fetch_failure
+
+    print_results(results, as_json)
+    failure = fetch_failure(results)
+    if failure:
+        print_failure(failure)
+    return 1 if failure else 0
+
+
+async def fetch_cmd(settings: Settings, args: argparse.Namespace) -> int:
     """``digest fetch``: fetch every enabled source and store the entries."""
     return _report(await _fetch(settings, store=True), args.json)
 
@@ -132,11 +148,10 @@ async def sources_check(settings: Settings, args: argparse.Namespace) -> int:
 
 async def sources_list(settings: Settings, args: argparse.Namespace) -> int:
     """``digest sources list``: the configured sources and their last outcome."""
-    from digest.cli.main import print_json
     from digest.ingest.pipeline import source_states, sync_sources
 
     specs = load_sources(settings.sources)
-    async with open_database(settings.database_url) as sessions:
+    async with bootstrap.database(settings) as sessions:
         async with sessions.begin() as session:
             await sync_sources(session, specs)
         states = {state.key: state for state in await source_states(sessions)}
@@ -172,27 +187,7 @@ async def samples(settings: Settings, args: argparse.Namespace) -> int:
     """``digest samples``: write the offline sample feeds and their source file."""
     from digest.ingest.samples import write_samples
 
-    path = write_samples(Path(args.out), settings.clock())
+    path = write_samples(Path(args.out), bootstrap.clock(settings)())
     print(path)
     print(f"now run: DIGEST_SOURCES={path} digest run", file=sys.stderr)
     return 0
-
-
-async def run(settings: Settings, args: argparse.Namespace) -> int:
-    """``digest run``: the daily job: fetch, build and publish the latest closed window."""
-    results = await _fetch(settings, store=True)
-    code = _report(results, args.json)
-    if code:
-        return code
-    from digest.cli import digests as cmd_digest
-    from digest.cli import publish as cmd_publish
-
-    now = settings.clock()
-    await cmd_digest.build_latest(settings, now)
-    return await cmd_publish.publish_latest(settings, now)
-
-
-OFFLINE_HINT = (
-    "to run offline with the bundled samples: make demo (or: digest samples --out var/samples"
-    " && DIGEST_SOURCES=var/samples/sources.toml digest run)"
-)

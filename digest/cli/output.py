@@ -1,9 +1,28 @@
-"""Plain-text tables for terminal output."""
+"""What every command group shares: JSON and plain-text tables on stdout, the date argument."""
 
 from __future__ import annotations
 
+import argparse
+import datetime as dt
+import json
+import sys
 import unicodedata
 from collections.abc import Sequence
+from typing import Any
+
+
+def print_json(data: Any) -> None:
+    """Machine output: JSON on stdout."""
+    json.dump(data, sys.stdout, ensure_ascii=False, indent=2)
+    sys.stdout.write("\n")
+
+
+def iso_date(text: str) -> dt.date:
+    """The ``--date YYYY-MM-DD`` argument type: a bad date is a usage error (exit 2)."""
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
 
 
 def _width(text: str) -> int:
@@ -25,3 +44,8 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]], right
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def tell_wait(name: str) -> None:
+    """A run lock is taken: say once, on stderr, what the command waits for."""
+    print(f"digest: waiting for another {name} ...", file=sys.stderr, flush=True)

@@ -21,35 +21,28 @@ import datetime as dt
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
-from digest.cli.output import format_table
+from digest import bootstrap
+from digest.cli.output import format_table, iso_date, print_json, tell_wait
 from digest.config import Settings
-from digest.deliver.channels import PushChannel, available_channels, load_channel
 from digest.domain.errors import DigestError, UsageError
-from digest.store.db import open_database
+from digest.domain.status import ChannelName
 
 if TYPE_CHECKING:
     from digest.deliver.publish import PublishOptions, PublishReport, Runner
-    from digest.deliver.sending import Progress, SendOptions, Tally
+    from digest.deliver.sending import Progress, Tally
 
 COLUMNS = ("planned", "empty", "sent", "skipped", "retried", "deferred", "held", "failed", "resent")
 _RETRY_HELP = "first put the deliveries failed by our bug or configuration back to planned, and send them"
 
 
-def _iso_date(text: str) -> dt.date:
-    try:
-        return dt.date.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
-
-
-def add_commands(sub: Any, date_type: Callable[[str], dt.date] | None = None) -> None:
+def add_commands(sub: Any) -> None:
     """Register ``publish`` and ``worker`` on the CLI."""
     publish = sub.add_parser("publish", help="plan a built digest's deliveries (once) and send them")
-    publish.add_argument("--date", type=date_type or _iso_date, required=True, help="YYYY-MM-DD")
+    publish.add_argument("--date", type=iso_date, required=True, help="YYYY-MM-DD")
     publish.add_argument("--dry-run", action="store_true",
                          help="plan and render in memory; write and send nothing (--to still sends)")
     publish.add_argument("--to", metavar="ADDRESS", help="first send one unfiltered copy to ADDRESS")
@@ -65,29 +58,7 @@ def add_commands(sub: Any, date_type: Callable[[str], dt.date] | None = None) ->
     worker.set_defaults(handler=worker_cmd)
 
 
-def channel_for(name: str, settings: Settings) -> PushChannel:
-    """The channel registered under ``name``; email works even before its entry point is installed."""
-    if name == "email" and name not in available_channels():
-        from digest.deliver.mailer import create_channel
-
-        return create_channel(settings)
-    return load_channel(name, settings)
-
-
-def send_options(settings: Settings) -> SendOptions:
-    """Retry policy, lease and heartbeat from settings."""
-    from digest.deliver.sending import SendOptions
-
-    return SendOptions(
-        attempts_per_run=settings.send_attempts,
-        backoff=settings.send_backoff,
-        lease=dt.timedelta(seconds=settings.outbox_lease),
-        heartbeat=dt.timedelta(seconds=settings.outbox_heartbeat),
-        retry_later=dt.timedelta(seconds=settings.send_retry_later),
-    )
-
-
-def _progress() -> Progress | None:
+def send_progress() -> Progress | None:
     """A throttled one-line progress on stderr, or None when stderr is not a terminal."""
     if not sys.stderr.isatty():
         return None
@@ -105,27 +76,14 @@ def _progress() -> Progress | None:
 
 @asynccontextmanager
 async def runner(settings: Settings, options: PublishOptions) -> AsyncIterator[Runner]:
-    """A publish runner wired from settings; closes the channels and the database at the end."""
-    from digest.deliver.mailer import MailIdentity
-    from digest.deliver.publish import Channels, Composer, Runner
-    from digest.render.renderer import Renderer
-
-    identity = MailIdentity.from_settings(settings.mail_from, settings.unsubscribe_mailto)
-    async with open_database(settings.database_url) as sessions:
-        composer = Composer(sessions, Renderer(site_url=settings.site_url, timezone=settings.timezone),
-                            identity, site_url=settings.site_url, secret=settings.secret(),
-                            clock=settings.clock)
-        channels = Channels(lambda name: channel_for(name, settings))
-        try:
-            yield Runner(sessions, channels, composer, settings.clock, options, _progress())
-        finally:
-            await channels.aclose()
+    """A publish runner on its own database, with progress on stderr; closes both at the end."""
+    async with bootstrap.database(settings) as sessions, \
+            bootstrap.publish_runner(settings, sessions, options, send_progress()) as run:
+        yield run
 
 
 def print_report(report: PublishReport, as_json: bool, now: dt.datetime | None = None) -> None:
     """The run report: a table per channel (and notes), or JSON; ``now`` dates a far ``held_until``."""
-    from digest.cli.main import print_json
-
     if sys.stderr.isatty():
         print(file=sys.stderr)
     if as_json:
@@ -185,10 +143,10 @@ def _notes(report: PublishReport, total: Tally, now: dt.datetime | None) -> list
 def _validated_to(address: str | None) -> str | None:
     if address is None:
         return None
-    from digest.subscribe.subscriptions import validate_address
+    from digest.subscribe.validation import validate_address
 
     try:
-        return validate_address("email", address)
+        return validate_address(ChannelName.EMAIL, address)
     except DigestError as exc:
         raise UsageError(f"--to: {exc}") from None
 
@@ -198,41 +156,33 @@ async def publish_cmd(settings: Settings, args: argparse.Namespace) -> int:
     from digest.deliver.publish import PublishOptions
 
     options = PublishOptions(dry_run=args.dry_run, to=_validated_to(args.to), retry_failed=args.retry_failed,
-                             send=send_options(settings))
+                             send=bootstrap.send_options(settings))
     return await _publish(settings, args.date, options, args.json)
 
 
 async def _publish(settings: Settings, date: dt.date, options: PublishOptions, as_json: bool) -> int:
     """Publish and print the report; 1 when a delivery failed because of our bug or configuration."""
     from digest.deliver.sending import DeliveryError
-    from digest.store.locks import cli_lock, publish_lock
+    from digest.store.locks import publish_lock
 
-    lock = nullcontext() if options.dry_run else cli_lock(settings, publish_lock(date))
+    lock = nullcontext() if options.dry_run else bootstrap.run_lock(settings, publish_lock(date),
+                                                                     on_wait=tell_wait)
     async with lock, runner(settings, options) as run:  # a second publish of the date waits
         try:
             await run.publish(date, settings.locales[0])
         except DeliveryError:
             if run.report.date is not None:
-                print_report(run.report, as_json, settings.clock())
+                print_report(run.report, as_json, bootstrap.clock(settings)())
             raise
-    print_report(run.report, as_json, settings.clock())
+    print_report(run.report, as_json, bootstrap.clock(settings)())
     return 1 if run.report.total().failed_bug else 0
-
-
-async def publish_latest(settings: Settings, now: dt.datetime) -> int:
-    """Publish the latest closed window (the tail of ``digest run``)."""
-    from digest.deliver.publish import PublishOptions
-    from digest.domain.window import latest_closed
-
-    options = PublishOptions(send=send_options(settings))
-    return await _publish(settings, latest_closed(now, settings.timezone), options, False)
 
 
 async def worker_cmd(settings: Settings, args: argparse.Namespace) -> int:
     """``digest worker``: send planned deliveries until SIGTERM/SIGINT (or one sweep with --once)."""
     from digest.deliver.publish import PublishOptions
 
-    options = PublishOptions(retry_failed=args.retry_failed, send=send_options(settings))
+    options = PublishOptions(retry_failed=args.retry_failed, send=bootstrap.send_options(settings))
     async with runner(settings, options) as run:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -242,5 +192,5 @@ async def worker_cmd(settings: Settings, args: argparse.Namespace) -> int:
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
-    print_report(report, args.json, settings.clock())
+    print_report(report, args.json, bootstrap.clock(settings)())
     return 0

@@ -20,12 +20,18 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from digest import bootstrap
+from digest.cli.output import format_table, print_json
 from digest.config import Settings
 from digest.domain.errors import DigestError, SubscriberNotFound, SubscriptionError, UsageError
 from digest.domain.layers import LAYER_IDS
-from digest.store.db import open_database
+from digest.domain.locales import DEFAULT_LOCALE, LOCALES
+from digest.domain.status import ChannelName, SubscriberStatus
 from digest.subscribe import subscriptions as subs
+from digest.subscribe import validation
 
+CHANNELS = tuple(ChannelName)
+STATUSES = tuple(SubscriberStatus)
 CSV_COLUMNS = ("channel", "address", "layers", "min_score", "locale", "status")
 REQUIRED_COLUMNS = ("channel", "address")
 OPTIONS = {"channel": "--channel", "address": "--address", "layers": "--layers",
@@ -38,24 +44,24 @@ def add_commands(sub: Any) -> None:
     actions = group.add_subparsers(dest="subscribers_command", required=True, metavar="ACTION")
 
     add = actions.add_parser("add", help="add a subscriber (active at once) or update one")
-    add.add_argument("--channel", choices=subs.CHANNELS, required=True)
+    add.add_argument("--channel", choices=CHANNELS, required=True)
     add.add_argument("--address", required=True, help="email address, Telegram chat id, "
                      "Discord channel:<id> or user:<id>")
     add.add_argument("--layers", help="comma-separated layer ids (default: all nine)")
     add.add_argument("--min-score", type=float, help="minimum event score, 0 to 100 (default 0)")
-    add.add_argument("--locale", choices=subs.LOCALES, help="digest language (default zh)")
+    add.add_argument("--locale", choices=LOCALES, help="digest language (default zh)")
     add.set_defaults(handler=add_cmd)
 
     lst = actions.add_parser("list", help="list subscribers")
     lst.add_argument("--json", action="store_true", help="print a JSON array")
-    lst.add_argument("--channel", choices=subs.CHANNELS)
-    lst.add_argument("--status", choices=subs.STATUSES)
+    lst.add_argument("--channel", choices=CHANNELS)
+    lst.add_argument("--status", choices=STATUSES)
     lst.set_defaults(handler=list_cmd)
 
     rm = actions.add_parser("remove", help="delete a subscriber, its personal data and deliveries")
     rm.add_argument("target", metavar="ID-or-ADDRESS",
                     help="a subscriber id, or an address (a chat address needs --channel)")
-    rm.add_argument("--channel", choices=subs.CHANNELS, help="the target is an address on this channel")
+    rm.add_argument("--channel", choices=CHANNELS, help="the target is an address on this channel")
     rm.set_defaults(handler=remove_cmd)
 
     imp = actions.add_parser("import", help="import subscribers from a CSV file")
@@ -68,7 +74,6 @@ def add_commands(sub: Any) -> None:
     exp.add_argument("--out", type=Path, help="write to this file instead of stdout")
     exp.add_argument("--active-only", action="store_true", help="only active subscribers")
     exp.set_defaults(handler=export_cmd)
-
 
 
 def usage(exc: SubscriptionError) -> UsageError:
@@ -93,13 +98,13 @@ def _describe(view: subs.SubscriberView) -> str:
 async def add_cmd(settings: Settings, args: argparse.Namespace) -> int:
     """``digest subscribers add``: active at once (the operator vouches); updates an existing one."""
     try:
-        address = subs.validate_address(args.channel, args.address)
-        async with open_database(settings.database_url) as sessions, sessions() as session, \
+        address = validation.validate_address(args.channel, args.address)
+        async with bootstrap.database(settings) as sessions, sessions() as session, \
                 session.begin():
             before = await subs.find_by_address(session, args.channel, address)
             view, _ = await subs.subscribe(session, args.channel, address, layers=args.layers,
                                            min_score=args.min_score, locale=args.locale,
-                                           confirmed=True, now=settings.clock())
+                                           confirmed=True, now=bootstrap.clock(settings)())
     except SubscriptionError as exc:
         raise usage(exc) from None
     if before is None:
@@ -112,10 +117,7 @@ async def add_cmd(settings: Settings, args: argparse.Namespace) -> int:
 
 async def list_cmd(settings: Settings, args: argparse.Namespace) -> int:
     """``digest subscribers list``: a table, or a JSON array with ``--json``."""
-    from digest.cli.main import print_json
-    from digest.cli.output import format_table
-
-    async with open_database(settings.database_url) as sessions, sessions() as session:
+    async with bootstrap.database(settings) as sessions, sessions() as session:
         views = await subs.list_subscribers(session, channel=args.channel, status=args.status)
     if args.json:
         print_json([as_json(view) for view in views])
@@ -133,7 +135,7 @@ def _layers_text(layers: list[str]) -> str:
 
 async def remove_cmd(settings: Settings, args: argparse.Namespace) -> int:
     """``digest subscribers remove ID-or-ADDRESS [--channel C]``."""
-    async with open_database(settings.database_url) as sessions, sessions() as session, \
+    async with bootstrap.database(settings) as sessions, sessions() as session, \
             session.begin():
         view = await subs.remove(session, (await _resolve(session, args.target, args.channel)).id)
     print(f"removed {_describe(view)} and its deliveries")
@@ -144,7 +146,7 @@ async def _resolve(session: AsyncSession, target: str, channel: str | None) -> s
     """A number without ``--channel`` is an id; an address with "@" is an email; else say which."""
     if channel is None and target.isdigit():
         return await subs.get(session, int(target))
-    channel = channel or ("email" if "@" in target else None)
+    channel = channel or (ChannelName.EMAIL if "@" in target else None)
     if channel is None:
         raise UsageError(f"--channel: needed to remove the address {target!r} "
                          "(a bare number is a subscriber id)")
@@ -190,12 +192,12 @@ def _reader(text: str) -> csv.DictReader[str]:
     return reader
 
 
-def parse_row(row: dict[str | Any, Any]) -> tuple[str, str, subs.Preferences, str | None]:
+def parse_row(row: dict[str | Any, Any]) -> tuple[str, str, validation.Preferences, str | None]:
     """(channel, address, full preferences, file status) of one CSV row; SubscriptionError if bad."""
     if None in row:
         raise SubscriptionError("more fields than the header has columns")
     cell = {key: (value or "").strip() for key, value in row.items()}
-    channel = subs.validate_channel(cell["channel"])
+    channel = validation.validate_channel(cell["channel"])
     if not cell["address"]:
         raise SubscriptionError("empty", field="address")
     try:
@@ -203,10 +205,10 @@ def parse_row(row: dict[str | Any, Any]) -> tuple[str, str, subs.Preferences, st
     except ValueError:
         raise SubscriptionError(f"not a number: {cell['min_score']!r}", field="min_score") from None
     status = cell.get("status") or None
-    if status is not None and status not in subs.STATUSES:
+    if status is not None and status not in STATUSES:
         raise SubscriptionError(f"unknown status {status!r}", field="status")
-    layers = subs.validate_layers(cell.get("layers") or None)  # an empty cell is all nine, explicitly
-    prefs = subs.preferences(layers, min_score, cell.get("locale") or subs.DEFAULT_LOCALE)
+    layers = validation.validate_layers(cell.get("layers") or None)  # an empty cell is all nine, explicitly
+    prefs = validation.preferences(layers, min_score, cell.get("locale") or DEFAULT_LOCALE)
     return channel, cell["address"], prefs, status
 
 
@@ -232,7 +234,7 @@ def _count(report: ImportReport, outcome: subs.ImportOutcome, line: int) -> None
         report.skipped.append((line, f"{outcome.view.address}: {outcome.reason}"))
         return
     setattr(report, outcome.kind, getattr(report, outcome.kind) + 1)
-    if outcome.kind == "added" and outcome.view.status == subs.PENDING:
+    if outcome.kind == "added" and outcome.view.status == SubscriberStatus.PENDING:
         report.to_confirm.append(outcome.view.id)
 
 
@@ -253,10 +255,11 @@ async def import_cmd(settings: Settings, args: argparse.Namespace) -> int:
         text = args.file.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise DigestError(f"cannot read {args.file}: {getattr(exc, 'strerror', None) or exc}") from None
-    async with open_database(settings.database_url) as sessions, sessions() as session, \
+    async with bootstrap.database(settings) as sessions, sessions() as session, \
             session.begin():
         try:
-            report = await import_csv(session, text, confirmed=args.confirmed, now=settings.clock())
+            report = await import_csv(session, text, confirmed=args.confirmed,
+                                      now=bootstrap.clock(settings)())
         except SubscriptionError as exc:
             raise DigestError(f"{args.file}: {exc}") from None
     _print_report(args.file, report)
@@ -275,8 +278,8 @@ def _print_report(path: Path, report: ImportReport) -> None:
 
 async def export_cmd(settings: Settings, args: argparse.Namespace) -> int:
     """``digest subscribers export [--out FILE] [--active-only]``."""
-    async with open_database(settings.database_url) as sessions, sessions() as session:
-        status = subs.ACTIVE if args.active_only else None
+    async with bootstrap.database(settings) as sessions, sessions() as session:
+        status = SubscriberStatus.ACTIVE if args.active_only else None
         views = await subs.list_subscribers(session, status=status)
     text = export_csv(views)
     if args.out is None:

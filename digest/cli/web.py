@@ -20,9 +20,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from digest.config import LOCALES, Settings
+from digest import bootstrap
+from digest.config import Settings
 from digest.domain.errors import DigestError, UsageError
-from digest.store.db import SessionFactory, open_database
+from digest.domain.locales import LOCALES
 
 if TYPE_CHECKING:
     import uvicorn
@@ -49,25 +50,6 @@ def add_commands(sub: Any) -> None:
     site.add_argument("--locale", choices=LOCALES, default=None,
                       help="language (default: the first of DIGEST_LOCALES)")
     site.set_defaults(handler=site_cmd)
-
-
-def make_app(settings: Settings, sessions: SessionFactory) -> Starlette:
-    """The web app wired from settings (the one place settings meet the app)."""
-    from digest.deliver.confirm_mail import one_shot
-    from digest.deliver.mailer import MailIdentity, create_channel
-    from digest.render.renderer import Renderer
-    from digest.web.app import create_app
-    from digest.web.subscribe import SubscriptionSetup
-
-    renderer = Renderer(site_url=settings.site_url, timezone=settings.timezone)
-    mail = SubscriptionSetup(
-        secret=settings.secret(),
-        identity=MailIdentity.from_settings(settings.mail_from, settings.unsubscribe_mailto),
-        send_mail=one_shot(lambda: create_channel(settings)),  # the newsletters' channel, one per mail
-    )
-    return create_app(sessions, renderer, site_url=settings.site_url, default_locale=settings.locales[0],
-                      timezone=settings.timezone, clock=settings.clock, subscriptions=mail,
-                      trusted_proxies=settings.trusted_proxies)
 
 
 def listen_socket(host: str, port: int) -> socket.socket:
@@ -140,8 +122,8 @@ async def run_web(settings: Settings, host: str, port: int, on_server: OnServer 
     """Bind ``host:port`` (ListenError if it cannot), open (and migrate) the database, serve until stopped."""
     sock = listen_socket(host, port)
     try:
-        async with open_database(settings.database_url) as sessions:
-            server = make_server(make_app(settings, sessions), host, port, on_started)
+        async with bootstrap.database(settings) as sessions:
+            server = make_server(bootstrap.web_app(settings, sessions), host, port, on_started)
             if on_server is not None:
                 on_server(server)
             await server.serve(sockets=[sock])
@@ -163,14 +145,12 @@ async def serve_cmd(settings: Settings, args: argparse.Namespace) -> int:
 
 async def site_cmd(settings: Settings, args: argparse.Namespace) -> int:
     """``digest site --out DIR [--locale zh|en]``."""
-    from digest.render.renderer import Renderer
     from digest.web.site import export_site
 
     locale = args.locale or settings.locales[0]
-    renderer = Renderer(site_url=settings.site_url, timezone=settings.timezone)
-    async with open_database(settings.database_url) as sessions:
-        report = await export_site(sessions, renderer, Path(args.out), locale=locale,
+    async with bootstrap.database(settings) as sessions:
+        report = await export_site(sessions, bootstrap.renderer(settings), Path(args.out), locale=locale,
                                    site_url=settings.site_url, timezone=settings.timezone,
-                                   now=settings.clock())
+                                   now=bootstrap.clock(settings)())
     print(f"{report.out}: {report.files} files ({report.digests} digests, {report.events} events)")
     return 0

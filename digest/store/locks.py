@@ -22,11 +22,9 @@ import hashlib
 import logging
 import os
 import socket
-import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
 
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
@@ -34,11 +32,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from digest.domain.clock import Clock
 from digest.domain.errors import DigestError, StorageError
-from digest.store.db import SessionFactory, open_database
+from digest.store.db import SessionFactory
 from digest.store.models import RunLock
-
-if TYPE_CHECKING:
-    from digest.config import Settings
 
 log = logging.getLogger(__name__)
 LEASE = dt.timedelta(seconds=60)
@@ -124,18 +119,6 @@ async def run_lock(
     row = _Row(engine, name, new_holder(), clock, lease)
     async with _leased(row, wait=wait, poll=poll, every=every, on_wait=tell):
         yield
-
-
-@asynccontextmanager
-async def cli_lock(settings: Settings, name: str, *, wait: bool = True) -> AsyncIterator[None]:
-    """:func:`run_lock` for a command: its own connection, the settings' clock, a waiting line on stderr."""
-    async with open_database(settings.database_url) as sessions, \
-            run_lock(sessions, name, wait=wait, clock=settings.clock, on_wait=_tell_stderr):
-        yield
-
-
-def _tell_stderr(name: str) -> None:
-    print(f"digest: waiting for another {name} ...", file=sys.stderr, flush=True)
 
 
 def _log_wait(name: str) -> None:

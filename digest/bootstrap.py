@@ -1,0 +1,248 @@
+"""The composition root: the one place settings become the options and clients of each part.
+
+The CLI (or the service) loads :class:`~digest.config.Settings` once and hands
+them here; everything below receives plain values: option dataclasses, a
+clock, a renderer, an open channel. Nothing under ``digest`` except this
+module and ``digest.cli`` reads a setting. Adapters found by entry points
+(``bot.telegram_bot.create_channel``) still receive the settings themselves.
+
+The CLI imports this module to print ``digest --help``, so every part is
+imported inside the function that builds it: the heavy libraries behind
+them (SQLAlchemy, httpx, Jinja2, aiosmtplib, Starlette, openai) load only
+when a command needs them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
+
+from digest import __version__
+from digest.domain.clock import Clock
+from digest.domain.status import ChannelName
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from digest.build.pipeline import BuildOptions
+    from digest.config import Settings
+    from digest.daily import DailyDeps
+    from digest.deliver.channels import PushChannel
+    from digest.deliver.mailer import MailIdentity
+    from digest.deliver.publish import PublishOptions, Runner
+    from digest.deliver.sending import Progress, SendOptions
+    from digest.deliver.smtp import SmtpConfig
+    from digest.domain.views import DigestView
+    from digest.ingest.fetch import FetchOptions
+    from digest.ingest.store import FetchResult
+    from digest.render.renderer import Renderer
+    from digest.store.db import SessionFactory
+    from digest.write.llm import LLMClient
+
+OnWait = Callable[[str], None]
+PREVIEW_ADDRESS = "reader@example.org"
+
+
+def clock(settings: Settings) -> Clock:
+    """The one clock of the process: the system's, or DIGEST_NOW running on (one per loaded settings)."""
+    return settings.clock
+
+
+# -- options -------------------------------------------------------------------
+
+def fetch_options(settings: Settings) -> FetchOptions:
+    """Limits and politeness of a fetch run."""
+    from digest.ingest.fetch import FetchOptions
+
+    return FetchOptions(
+        concurrency=settings.fetch_concurrency,
+        per_host=settings.fetch_per_host,
+        timeout=settings.fetch_timeout,
+        max_bytes=settings.fetch_max_bytes,
+        max_redirects=settings.fetch_max_redirects,
+        user_agent=f"compiler-digest/{__version__} (+{settings.site_url})",
+    )
+
+
+def build_options(settings: Settings) -> BuildOptions:
+    """What a build needs: time zone, locales, limits, score weights (ConfigError on an unknown weight)."""
+    from digest.analyze.score import ScoreWeights
+    from digest.build.pipeline import BuildOptions
+
+    weights = ScoreWeights.from_mapping(settings.score_weights)
+    return BuildOptions(timezone=settings.timezone, locales=tuple(settings.locales),
+                        max_events=settings.max_events, llm_top_events=settings.llm_top_events,
+                        include_prereleases=settings.include_prereleases, weights=weights)
+
+
+def send_options(settings: Settings) -> SendOptions:
+    """Retry policy, lease and heartbeat of the senders."""
+    from digest.deliver.sending import SendOptions
+
+    return SendOptions(
+        attempts_per_run=settings.send_attempts,
+        backoff=settings.send_backoff,
+        lease=dt.timedelta(seconds=settings.outbox_lease),
+        heartbeat=dt.timedelta(seconds=settings.outbox_heartbeat),
+        retry_later=dt.timedelta(seconds=settings.send_retry_later),
+    )
+
+
+def renderer(settings: Settings) -> Renderer:
+    """The one renderer (links to the site, times in the digest's zone)."""
+    from digest.render.renderer import Renderer
+
+    return Renderer(site_url=settings.site_url, timezone=settings.timezone)
+
+
+def mail_identity(settings: Settings) -> MailIdentity:
+    """Who the mail is from, and where a reader unsubscribes by mail."""
+    from digest.deliver.mailer import MailIdentity
+
+    return MailIdentity.from_settings(settings.mail_from, settings.unsubscribe_mailto)
+
+
+# -- locks and the database ----------------------------------------------------
+
+@asynccontextmanager
+async def run_lock(settings: Settings, name: str, *, wait: bool = True,
+                   on_wait: OnWait | None = None) -> AsyncIterator[None]:
+    """The run lock ``name`` on its own connection, on the process's clock (LockBusy if not ``wait``)."""
+    from digest.store.db import open_database
+    from digest.store.locks import run_lock as lock
+
+    async with open_database(settings.database_url) as sessions, \
+            lock(sessions, name, wait=wait, clock=clock(settings), on_wait=on_wait):
+        yield
+
+
+def database(settings: Settings) -> AbstractAsyncContextManager[SessionFactory]:
+    """The database, migrated to head, for the body's length."""
+    from digest.store.db import open_database
+
+    return open_database(settings.database_url)
+
+
+# -- clients -------------------------------------------------------------------
+
+def llm_day_start(now: dt.datetime, timezone: str) -> dt.datetime:
+    """Where the token budget's day begins: local midnight of ``now`` in the digest's zone, in UTC."""
+    local = now.astimezone(ZoneInfo(timezone))
+    return local.replace(hour=0, minute=0, second=0, microsecond=0).astimezone(dt.UTC)
+
+
+@asynccontextmanager
+async def llm_client(settings: Settings, sessions: SessionFactory,
+                     now: dt.datetime) -> AsyncIterator[LLMClient | None]:
+    """The LLM client when a key is set, else None (extractive mode); closed at the end."""
+    if settings.llm_api_key is None:
+        yield None
+        return
+    from digest.write.llm import LLMClient
+
+    client = LLMClient(
+        api_key=settings.llm_api_key.get_secret_value(), base_url=settings.llm_base_url,
+        model=settings.llm_model, timeout=settings.llm_timeout, daily_tokens=settings.llm_daily_tokens,
+        sessions=sessions, day_start=llm_day_start(now, settings.timezone), clock=clock(settings),
+    )
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+def smtp_config(settings: Settings) -> SmtpConfig:
+    """Where and how to send mail (DIGEST_SMTP_*)."""
+    from digest.deliver.smtp import SmtpConfig
+
+    password = settings.smtp_password.get_secret_value() if settings.smtp_password else None
+    return SmtpConfig(host=settings.smtp_host or "localhost", port=settings.smtp_port,
+                      user=settings.smtp_user, password=password, tls=settings.smtp_tls,
+                      timeout=settings.smtp_timeout, concurrency=settings.smtp_concurrency,
+                      rate=settings.smtp_rate, envelope_from=mail_identity(settings).envelope_from)
+
+
+def email_channel(settings: Settings) -> PushChannel:
+    """The email channel (entry point ``email``): SMTP when DIGEST_SMTP_HOST is set, else the file outbox."""
+    if not settings.smtp_host:
+        from digest.deliver.mailer import FileOutbox
+
+        return FileOutbox(settings.mail_outbox)
+    from digest.deliver.smtp import SmtpChannel
+
+    return SmtpChannel(smtp_config(settings))
+
+
+def channel(name: str, settings: Settings) -> PushChannel:
+    """The channel named ``name``: email is the core's own; the others are adapters' entry points."""
+    if name == ChannelName.EMAIL:
+        return email_channel(settings)
+    from digest.deliver.channels import load_channel
+
+    return load_channel(name, settings)
+
+
+@asynccontextmanager
+async def publish_runner(settings: Settings, sessions: SessionFactory, options: PublishOptions,
+                         progress: Progress | None = None) -> AsyncIterator[Runner]:
+    """A publish runner on ``sessions``; its channels are opened on first use and closed at the end."""
+    from digest.deliver.publish import Channels, Composer, Runner
+
+    composer = Composer(sessions, renderer(settings), mail_identity(settings), site_url=settings.site_url,
+                        secret=settings.secret(), clock=clock(settings))
+    channels = Channels(lambda name: channel(name, settings))
+    try:
+        yield Runner(sessions, channels, composer, clock(settings), options, progress)
+    finally:
+        await channels.aclose()
+
+
+def web_app(settings: Settings, sessions: SessionFactory) -> Starlette:
+    """The web app; its confirmation mails go out on the newsletters' channel, one channel per mail."""
+    from digest.deliver.confirm_mail import one_shot
+    from digest.web.app import create_app
+    from digest.web.subscribe import SubscriptionSetup
+
+    mail = SubscriptionSetup(secret=settings.secret(), identity=mail_identity(settings),
+                             send_mail=one_shot(lambda: email_channel(settings)))
+    return create_app(sessions, renderer(settings), site_url=settings.site_url,
+                      default_locale=settings.locales[0], timezone=settings.timezone, clock=clock(settings),
+                      subscriptions=mail, trusted_proxies=settings.trusted_proxies)
+
+
+def preview_eml(view: DigestView, settings: Settings, address: str = PREVIEW_ADDRESS,
+                now: dt.datetime | None = None) -> str:
+    """The whole message (.eml) a reader with this view's filter would get (links for nobody: id 0)."""
+    from digest.deliver.mailer import message_id, single_copy
+
+    identity = mail_identity(settings)
+    data = single_copy(view, renderer(settings), identity, site_url=settings.site_url,
+                       secret=settings.secret(), address=address,
+                       mid=message_id(view.date, 0, identity.domain), now=now or clock(settings)())
+    return data.decode("ascii", errors="replace")
+
+
+# -- the daily job -------------------------------------------------------------
+
+def daily_deps(settings: Settings, sessions: SessionFactory, *, on_wait: OnWait | None = None,
+               fetch_progress: Callable[[FetchResult], None] | None = None,
+               send_progress: Progress | None = None) -> DailyDeps:
+    """Everything :func:`digest.daily.run_daily` needs, on ``sessions``; the callbacks are the caller's."""
+    from digest.daily import DailyDeps
+    from digest.deliver.publish import PublishOptions
+    from digest.ingest.sources import load_sources
+
+    options = PublishOptions(send=send_options(settings))
+    return DailyDeps(
+        sessions=sessions,
+        sources=load_sources(settings.sources),
+        fetch=fetch_options(settings), build=build_options(settings), clock=clock(settings),
+        locale=settings.locales[0],
+        llm=lambda now: llm_client(settings, sessions, now),
+        publisher=lambda: publish_runner(settings, sessions, options, send_progress),
+        lock=lambda name: run_lock(settings, name, on_wait=on_wait),
+        fetch_progress=fetch_progress,
+    )
