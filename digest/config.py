@@ -101,6 +101,17 @@ class Settings(BaseSettings):
     telegram_api_base: str | None = None
     discord_token: SecretStr | None = None
     discord_api_base: str | None = None
+    discord_gateway: str | None = None
+    discord_guild_id: int | None = Field(None, gt=0)
+    discord_shards: str | None = None
+    discord_threads: bool = True
+    discord_discussion_channel: int | None = Field(None, gt=0)
+
+    schedule: str = "0 8 * * *"
+    admin_email: str | None = None
+    admin_telegram_chat: str | None = None
+    admin_discord_channel: str | None = None
+    log_json: bool = False
 
     site_url: str = "http://127.0.0.1:8000"
     secret_key: SecretStr | None = None
@@ -151,6 +162,35 @@ class Settings(BaseSettings):
     @classmethod
     def _optional_http_url(cls, value: str | None) -> str | None:
         return None if value is None else http_url(value)
+
+    @field_validator("discord_gateway")
+    @classmethod
+    def _ws_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"wss?://[^\s/?#]+[^\s]*", value):
+            raise ValueError(f"must be a ws:// or wss:// URL with a host: {value!r}")
+        return value
+
+    @field_validator("discord_shards")
+    @classmethod
+    def _shards(cls, value: str | None) -> str | None:
+        if value is not None and value != "auto" and not (value.isdecimal() and value.isascii()
+                                                            and 0 < int(value) <= 4096):
+            raise ValueError("must be 'auto' or a number of shards (1 to 4096)")
+        return value
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        from croniter import croniter
+
+        if not croniter.is_valid(value):
+            raise ValueError(f"not a cron expression (minute hour day month weekday): {value!r}")
+        return value
+
+    @field_validator("admin_email")
+    @classmethod
+    def _admin_email(cls, value: str | None) -> str | None:
+        return None if value is None or not value.strip() else mail_address(value.strip(), display_name=False)
 
     @field_validator("mail_from")
     @classmethod

@@ -23,6 +23,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -126,6 +127,7 @@ class Entry(Base):
     canonical_url: Mapped[str | None] = mapped_column(String(2048))
     title: Mapped[str] = mapped_column(Text)
     summary: Mapped[str] = mapped_column(Text, default="")
+    body: Mapped[str] = mapped_column(Text, default="", server_default="")  # sanitised full text, bounded
     authors: Mapped[list[str]] = mapped_column(default=list)
     categories: Mapped[list[str]] = mapped_column(default=list)
     links: Mapped[list[str]] = mapped_column(default=list)
@@ -211,6 +213,8 @@ class Digest(Base):
     built_at: Mapped[dt.datetime]
     published_at: Mapped[dt.datetime | None]
     read_count: Mapped[int] = mapped_column(Integer, default=0)
+    partial: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    hidden_at: Mapped[dt.datetime | None]
 
 
 class DigestText(Base):
@@ -291,6 +295,7 @@ class Delivery(Base):
     resumed: Mapped[bool] = mapped_column(Boolean, default=False)
     # Why a failed row failed: bug (ours or our configuration), permanent (refused), exhausted.
     failure: Mapped[str | None] = mapped_column(String(16))
+    thread_id: Mapped[str | None] = mapped_column(String(32))  # the Discord thread of this day's push
 
 
 class LLMCache(Base):
@@ -321,3 +326,18 @@ class RunLock(Base):
     holder: Mapped[str] = mapped_column(String(200))
     acquired_at: Mapped[dt.datetime]
     expires_at: Mapped[dt.datetime]
+
+
+class RunReport(Base):
+    """What one daily run did (scheduled, caught up or ``digest run``): the report as JSON."""
+
+    __tablename__ = "run_report"
+    __table_args__ = (Index("ix_run_report_date_started", "date", "started_at"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    date: Mapped[dt.date] = mapped_column(Date)
+    trigger: Mapped[str] = mapped_column(String(16))
+    started_at: Mapped[dt.datetime]
+    finished_at: Mapped[dt.datetime]
+    ok: Mapped[bool] = mapped_column(Boolean)
+    report: Mapped[dict[str, Any]] = mapped_column(default=dict)
