@@ -1,0 +1,85 @@
+"""Benchmark: the fixed cost of starting the ``digest`` command.
+
+    python bench/startup.py [--runs 7]
+
+Prints the wall time (median of ``--runs``) of ``python -c pass``,
+``digest --help`` and ``digest preview --date D --format md`` (against a
+digest built once from the bundled samples in a temporary folder), and each
+one's ratio to a bare interpreter. Targets: ``--help`` under 0.3 s, every
+command's fixed cost under 0.4 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NOW = dt.datetime(2026, 12, 5, 3, 0, tzinfo=dt.UTC)  # the samples' clock, as in tests/test_cli.py
+sys.path.insert(0, str(ROOT))
+
+from digest.domain.window import latest_closed  # noqa: E402
+
+DATE = latest_closed(NOW, "Asia/Shanghai").isoformat()  # the day the samples build at NOW
+
+
+def environment(tmp: Path) -> dict[str, str]:
+    """A private database and clock; the caller's DIGEST_* settings left out."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DIGEST_")}
+    env.update(DIGEST_DATABASE_URL=f"sqlite+aiosqlite:///{tmp / 'bench.db'}",
+               DIGEST_VAR_DIR=str(tmp / "var"), DIGEST_NOW=NOW.isoformat(),
+               DIGEST_SOURCES=str(tmp / "samples" / "sources.toml"), PYTHONPATH=str(ROOT))
+    return env
+
+
+def digest(*args: str) -> list[str]:
+    """The command line of ``digest ARGS`` (run as ``python -m digest``)."""
+    return [sys.executable, "-m", "digest", *args]
+
+
+def prepare(tmp: Path, env: dict[str, str]) -> None:
+    """Write the samples and build the day once, so that preview has a digest to print."""
+    for args in (("samples", "--out", str(tmp / "samples")), ("run",)):
+        subprocess.run(digest(*args), env=env, cwd=tmp, check=True, capture_output=True)
+
+
+def median_seconds(argv: list[str], env: dict[str, str], cwd: Path, runs: int) -> float:
+    """The median wall time of ``runs`` runs of ``argv`` (output discarded, failure raised)."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(argv, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="the start-up cost of digest commands")
+    parser.add_argument("--runs", type=int, default=7, help="runs of each command (median)")
+    runs = parser.parse_args().runs
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        env = environment(tmp)
+        prepare(tmp, env)
+        commands = {
+            "python -c pass": [sys.executable, "-c", "pass"],
+            "digest --help": digest("--help"),
+            f"digest preview --date {DATE} --format md": digest("preview", "--date", DATE, "--format", "md"),
+        }
+        timings = {label: median_seconds(argv, env, tmp, runs) for label, argv in commands.items()}
+    base = timings["python -c pass"]
+    print(f"{'command':<48} {'median s':>9} {'x python':>9}   (median of {runs})")
+    for label, seconds in timings.items():
+        print(f"{label:<48} {seconds:>9.3f} {seconds / base:>9.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
