@@ -13,10 +13,16 @@ config = context.config
 target_metadata = Base.metadata
 
 
+def _include_name(name: str | None, type_: str, parent_names: object) -> bool:
+    """Leave the search index (migration 0005; FTS5 and its shadow tables) out of `alembic check`."""
+    return not (type_ == "table" and name is not None and name.startswith("search_"))
+
+
 def _configure(connection: Connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
+        include_name=_include_name,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
     )

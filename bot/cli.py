@@ -11,6 +11,7 @@ import logging
 import signal
 from typing import TYPE_CHECKING
 
+from digest.domain.errors import DigestError
 from digest.store.db import open_database
 
 if TYPE_CHECKING:
@@ -42,4 +43,25 @@ async def run_telegram(settings: Settings, *, stop: asyncio.Event | None = None)
         async with running(app):
             log.warning("telegram bot @%s polling; stop with Ctrl-C", app.bot.username)
             await (stop.wait() if stop is not None else until_signalled())
+    return 0
+
+
+async def run_discord(settings: Settings, *, stop: asyncio.Event | None = None) -> int:
+    """Answer Discord's application commands until SIGINT or SIGTERM (or ``stop``); the exit code."""
+    from bot.discord_bot import build_bot, login, token_of  # discord.py is heavy: not for `digest --help`
+
+    token = token_of(settings)  # a missing token is a one-line error before the database is opened
+    async with open_database(settings.database_url) as sessions:
+        bot = build_bot(settings, sessions, clock=settings.clock)
+        try:
+            await login(bot, token)
+            gateway = asyncio.create_task(bot.connect(reconnect=True))
+            waiting = asyncio.create_task(stop.wait() if stop is not None else until_signalled())
+            await asyncio.wait({gateway, waiting}, return_when=asyncio.FIRST_COMPLETED)
+            waiting.cancel()
+        finally:
+            await bot.close()
+        failed = gateway.exception() if gateway.done() else None
+        if failed is not None:
+            raise DigestError(f"the Discord gateway failed: {failed}".replace(token, "<token>"))
     return 0

@@ -30,7 +30,8 @@ from digest.domain.views import DigestView, filter_view
 from digest.render.i18n import component_label, labels
 from digest.render.safety import one_line
 from digest.store.db import SessionFactory
-from digest.store.queries import event_detail, latest_digest_date, load_view, recent_events
+from digest.store.queries import event_detail, latest_digest_date, list_digests, load_view, recent_events
+from digest.store.search import QueryError, search
 from digest.subscribe.subscriptions import (
     SubscriberView,
     find_by_address,
@@ -73,6 +74,7 @@ class Reply:
     digest: DigestView | None = None
     notice: str | None = None
     alert: bool = False
+    error: bool = False  # a refusal or bad input: Discord answers it ephemeral (only the sender sees it)
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,11 @@ def plain(text: str) -> Line:
 def say(locale: str, key: str, **fields: object) -> Reply:
     """A one-line reply from the text catalogue."""
     return Reply(lines=(plain(TEXTS[locale][key].format(**fields)),))
+
+
+def refuse(locale: str, key: str, **fields: object) -> Reply:
+    """A one-line error reply from the text catalogue (bad input, no permission, nothing found)."""
+    return Reply(lines=(plain(TEXTS[locale][key].format(**fields)),), error=True)
 
 
 # -- argument parsing (pure) --------------------------------------------------
@@ -183,7 +190,7 @@ class Commands:
     """The command set over the core; one per process, shared by every chat."""
 
     NAMES = ("start", "help", "subscribe", "unsubscribe", "settings", "recent", "digest", "event",
-             "layers")
+             "layers", "search")
 
     def __init__(self, sessions: SessionFactory, *, channel: str,
                  clock: Callable[[], dt.datetime] = system_now, recent_limit: int = 10) -> None:
@@ -203,9 +210,15 @@ class Commands:
             reply: Reply = await handler(Request(chat, list(args), locale, sub, can_manage))
             return reply
         except ArgError as exc:
-            return say(locale, exc.key, **exc.fields)
+            return refuse(locale, exc.key, **exc.fields)
         except SubscriptionError as exc:
-            return Reply(lines=(plain(exc.detail),))
+            return Reply(lines=(plain(exc.detail),), error=True)
+
+    async def built_dates(self, prefix: str = "", limit: int = 25) -> list[str]:
+        """The newest built digest dates starting with ``prefix`` (a date option's autocomplete)."""
+        async with self.sessions() as session:
+            page = await list_digests(session, "en", per_page=100)
+        return [d for d in (item.date.isoformat() for item in page.items) if d.startswith(prefix)][:limit]
 
     async def _subscriber(self, chat: Chat) -> SubscriberView | None:
         async with self.sessions() as session:
@@ -239,7 +252,7 @@ class Commands:
     async def _cmd_subscribe(self, req: Request) -> Reply:
         layers, minimum = parse_subscribe(req.args)
         if not await req.can_manage():
-            return say(req.locale, "admins_only")
+            return refuse(req.locale, "admins_only")
         async with self.sessions.begin() as session:
             view, _ = await subscribe(
                 session, req.chat.channel, req.chat.address, layers=layers, min_score=minimum,
@@ -253,7 +266,7 @@ class Commands:
         if req.sub is None or req.sub.status != SubscriberStatus.ACTIVE:
             return say(req.locale, "not_subscribed")
         if not await req.can_manage():
-            return say(req.locale, "admins_only")
+            return refuse(req.locale, "admins_only")
         async with self.sessions.begin() as session:
             await unsubscribe(session, req.sub.id, self.clock())
         return say(req.locale, "unsubscribed")
@@ -364,7 +377,7 @@ class Commands:
             try:
                 view = await load_view(session, date, req.locale)
             except BuildError:
-                return say(req.locale, "no_digest_for", date=date.isoformat())
+                return refuse(req.locale, "no_digest_for", date=date.isoformat())
         if req.sub is not None and req.sub.status == SubscriberStatus.ACTIVE:
             view = filter_view(view, req.sub.layers, req.sub.min_score)
         return Reply(digest=view)
@@ -374,7 +387,7 @@ class Commands:
         async with self.sessions() as session:
             found = await event_detail(session, event_id, req.locale)
         if found is None:
-            return say(req.locale, "no_event", id=event_id)
+            return refuse(req.locale, "no_event", id=event_id)
         t, colon = labels(req.locale), labels(req.locale)["colon"]
         lines: list[Line] = [
             (Span(f"#{found.id} "), Span(one_line(found.title, 300), "b", found.url)),
@@ -389,6 +402,23 @@ class Commands:
             *[(Span(f"• {one_line(s.name, 80)} — "), Span(one_line(s.title, 200), url=s.url))
               for s in found.sources],
         ]
+        return Reply(lines=tuple(lines))
+
+    async def _cmd_search(self, req: Request) -> Reply:
+        words = " ".join(req.args)
+        async with self.sessions() as session:
+            try:
+                hits = await search(session, words, locale=req.locale, limit=self.recent_limit)
+            except QueryError:
+                raise ArgError("search_usage") from None
+        quoted = one_line(words, 80)
+        if not hits:
+            return say(req.locale, "search_none", q=quoted)
+        lines: list[Line] = [(Span(TEXTS[req.locale]["search_title"].format(q=quoted), "b"),)]
+        for n, hit in enumerate(hits, 1):
+            more = f"/event {hit.id}" if hit.date is None else f"/digest {hit.date.isoformat()}"
+            lines += [(), (Span(f"{n}. "), Span(one_line(hit.title, 200), "b")),
+                      plain(one_line(hit.snippet, 300)), (Span(more, "code"),)]
         return Reply(lines=tuple(lines))
 
 

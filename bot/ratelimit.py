@@ -20,7 +20,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from digest.domain.ratelimit import Clock, Limiter, Sleep, Window
+from digest.domain.ratelimit import Clock, Limiter, Rate, SharedLimiter, Sleep, Window
 
 
 @dataclass
@@ -38,11 +38,28 @@ class Limits:
     per_group_minute: int = 20
     period: float = 1.0
     margin: float = 0.05  # 5 % slack against jitter between our clock and the server's
+    shared_pace: float = 27.2  # msgs/s of all workers together: 1 + 27.2 in any second, under 30 with
+    # room for the sends of several processes, which arrive with more jitter than one's
 
     @property
     def slack_period(self) -> float:
         """The period with the margin: what every window here counts over."""
         return self.period * (1 + self.margin)
+
+    def buckets(self, chat: str) -> tuple[Rate, ...]:
+        """The same limits as token buckets every worker shares: overall first, then the chat's.
+
+        A bucket lets ``capacity + rate * W`` through in any ``W`` seconds, so each
+        is sized to stay under its limit over the slack period (a minute for a group).
+        Overall: ``shared_pace``.
+        """
+        period, minute = self.slack_period, 60 * self.slack_period
+        rates = [Rate("telegram", self.shared_pace),
+                 Rate(f"telegram:chat:{chat}", self.per_chat / period)]
+        if chat.startswith("-"):  # Telegram group and channel ids are negative
+            burst = self.per_group_minute // 2
+            rates.append(Rate(f"telegram:group:{chat}", (self.per_group_minute - burst - 1) / minute, burst))
+        return tuple(rates)
 
 
 class RateLimiter:
@@ -56,9 +73,17 @@ class RateLimiter:
                                 clock=clock, sleep=sleep)
         self._chats: dict[str, _Chat] = {}
         self._acquired = 0
+        self._shared: SharedLimiter | None = None
+
+    def share(self, shared: SharedLimiter) -> None:
+        """Keep the limits in ``shared`` (every worker's buckets) instead of in this process."""
+        self._shared = shared
 
     async def acquire(self, chat: int | str) -> None:
         """Return when one message to ``chat`` may go now (FIFO per chat and overall)."""
+        if self._shared is not None:
+            await self._shared.acquire(*self.limits.buckets(str(chat)))
+            return
         state = self._chat(str(chat))
         async with state.lock:
             await self._overall.acquire(*state.windows)

@@ -60,6 +60,7 @@ from digest.deliver.channels import Outcome, SendResult
 from digest.domain.clock import system_now
 from digest.domain.errors import ConfigError, DigestError
 from digest.domain.locales import LOCALES
+from digest.domain.ratelimit import SharedLimiter
 from digest.domain.status import ChannelName
 from digest.render.renderer import Renderer
 from digest.render.safety import safe_url, tg_attr, tg_escape
@@ -139,6 +140,10 @@ class TelegramChannel:
         self.concurrency = concurrency  # sends in flight: the limiter, not the latency, sets the pace
         self._ready = asyncio.Lock()
         self._initialized = False
+
+    def share_limits(self, shared: SharedLimiter) -> None:
+        """Keep Telegram's limits with every worker (bootstrap hands ``shared`` over on PostgreSQL)."""
+        self.limiter.share(shared)
 
     async def send(self, message: PushMessage) -> SendResult:
         """Send the parts from ``message.start_part`` on; map every Bot API error to an outcome."""

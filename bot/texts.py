@@ -48,6 +48,9 @@ TEXTS: dict[str, dict[str, str]] = {
         "no_digest_for": "There is no digest for {date}.",
         "event_usage": "Usage: /event <id> (/recent shows the ids).",
         "no_event": "No digest has shown an event #{id}.",
+        "search_usage": "Usage: /search <words> (up to 200 characters).",
+        "search_none": "Nothing matches “{q}”.",
+        "search_title": "Results for “{q}”",
         "error": "Something went wrong on our side; please try again later.",
     },
     "zh": {
@@ -83,6 +86,9 @@ TEXTS: dict[str, dict[str, str]] = {
         "no_digest_for": "{date} 没有日报。",
         "event_usage": "用法：/event <编号>（/recent 会显示编号）。",
         "no_event": "没有日报收录过编号为 #{id} 的事件。",
+        "search_usage": "用法：/search <关键词>（最多 200 个字符）。",
+        "search_none": "没有找到与“{q}”匹配的结果。",
+        "search_title": "“{q}”的搜索结果",
         "error": "出了点问题，请稍后再试。",
     },
 }
@@ -96,6 +102,7 @@ DESCRIBE: dict[str, dict[str, str]] = {
         "digest": "A day's digest: /digest [YYYY-MM-DD]",
         "event": "One event with its score and sources: /event <id>",
         "layers": "What each layer covers",
+        "search": "Search events and digests: /search <words>",
     },
     "zh": {
         "start": "机器人简介", "help": "命令与层级",
@@ -105,6 +112,7 @@ DESCRIBE: dict[str, dict[str, str]] = {
         "digest": "某天的日报：/digest [YYYY-MM-DD]",
         "event": "单个事件的评分与来源：/event <编号>",
         "layers": "各层级涵盖的内容",
+        "search": "搜索事件与日报：/search <关键词>",
     },
 }
 
@@ -120,4 +128,50 @@ COVERS: dict[str, dict[str, str]] = {
         "distributed": "多设备并行、集合通信、切分",
         "benchmark": "新基准、重要的性能评测",
     },
+}
+
+# Discord application commands: names and descriptions, localised for zh-CN/zh-TW (English is the
+# default). Keys are ``command`` or ``command.option``; option values stay the layer ids.
+DISCORD_DESCRIBE: dict[str, dict[str, str]] = {
+    "en": {
+        "subscribe": "Subscribe this channel to the daily digest",
+        "subscribe.layers": "Layers, comma-separated (e.g. runtime,kernel_codegen); all when empty",
+        "subscribe.min_score": "Only events scoring at least this (0-100)",
+        "unsubscribe": "Stop the daily digest in this channel",
+        "settings": "This channel's layers and minimum score",
+        "recent": "The best events of the last days",
+        "recent.layer": "Only this layer",
+        "recent.days": "How many days back (1-30)",
+        "digest": "A day's digest",
+        "digest.date": "The day, YYYY-MM-DD (the latest when empty)",
+        "event": "One event with its score breakdown and every source",
+        "event.id": "The event's number (/recent shows it)",
+        "layers": "What each layer covers",
+        "search": "Search the archive's events and digests",
+        "search.words": "Words to find (English or Chinese)",
+    },
+    "zh": {
+        "subscribe": "为本频道订阅编译器日报",
+        "subscribe.layers": "层级，用逗号分隔（如 runtime,kernel_codegen）；留空为全部",
+        "subscribe.min_score": "只推送评分不低于此值的事件（0-100）",
+        "unsubscribe": "停止在本频道推送日报",
+        "settings": "本频道的层级与最低评分",
+        "recent": "最近几天评分最高的事件",
+        "recent.layer": "只看此层级",
+        "recent.days": "往前几天（1-30）",
+        "digest": "某天的日报",
+        "digest.date": "日期 YYYY-MM-DD（留空为最新）",
+        "event": "单个事件：评分明细与全部来源",
+        "event.id": "事件编号（/recent 会显示）",
+        "layers": "各层级涵盖的内容",
+        "search": "搜索往期事件与日报",
+        "search.words": "关键词（中文或英文）",
+    },
+}
+
+DISCORD_NAMES: dict[str, dict[str, str]] = {
+    "zh": {"subscribe": "订阅", "unsubscribe": "退订", "settings": "设置", "recent": "最近", "digest": "日报",
+           "event": "事件", "layers": "层级", "subscribe.layers": "层级", "subscribe.min_score": "最低评分",
+           "recent.layer": "层级", "recent.days": "天数", "digest.date": "日期", "event.id": "编号",
+           "search": "搜索", "search.words": "关键词"},
 }

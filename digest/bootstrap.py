@@ -14,10 +14,13 @@ when a command needs them.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING
+import sys
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from digest import __version__
@@ -35,14 +38,20 @@ if TYPE_CHECKING:
     from digest.deliver.publish import PublishOptions, Runner
     from digest.deliver.sending import Progress, SendOptions
     from digest.deliver.smtp import SmtpConfig
+    from digest.domain.ratelimit import SharedLimiter
     from digest.domain.views import DigestView
     from digest.ingest.fetch import FetchOptions
+    from digest.ingest.sources import SourceSpec
     from digest.ingest.store import FetchResult
+    from digest.metrics import Metrics
     from digest.render.renderer import Renderer
+    from digest.service import AdminCopies, Service
     from digest.store.db import SessionFactory
     from digest.write.llm import LLMClient
 
 OnWait = Callable[[str], None]
+NextRun = Callable[[], dt.datetime | None]
+Part = Callable[[asyncio.Event], Coroutine[Any, Any, object]]
 PREVIEW_ADDRESS = "reader@example.org"
 
 
@@ -67,15 +76,24 @@ def fetch_options(settings: Settings) -> FetchOptions:
     )
 
 
+def sources(settings: Settings) -> list[SourceSpec]:
+    """The configured sources: DIGEST_SOURCES alone, or the built-in list plus DIGEST_SOURCES_EXTRA."""
+    from digest.ingest.sources import load_sources
+
+    return load_sources(settings.sources, settings.sources_extra)
+
+
 def build_options(settings: Settings) -> BuildOptions:
     """What a build needs: time zone, locales, limits, score weights (ConfigError on an unknown weight)."""
     from digest.analyze.score import ScoreWeights
     from digest.build.pipeline import BuildOptions
 
     weights = ScoreWeights.from_mapping(settings.score_weights)
+    keys = frozenset(spec.key for spec in sources(settings))  # failed sources: these only
     return BuildOptions(timezone=settings.timezone, locales=tuple(settings.locales),
                         max_events=settings.max_events, llm_top_events=settings.llm_top_events,
-                        include_prereleases=settings.include_prereleases, weights=weights)
+                        include_prereleases=settings.include_prereleases, weights=weights,
+                        source_keys=keys)
 
 
 def send_options(settings: Settings) -> SendOptions:
@@ -111,19 +129,38 @@ def mail_identity(settings: Settings) -> MailIdentity:
 async def run_lock(settings: Settings, name: str, *, wait: bool = True,
                    on_wait: OnWait | None = None) -> AsyncIterator[None]:
     """The run lock ``name`` on its own connection, on the process's clock (LockBusy if not ``wait``)."""
-    from digest.store.db import open_database
     from digest.store.locks import run_lock as lock
 
-    async with open_database(settings.database_url) as sessions, \
+    async with database(settings) as sessions, \
             lock(sessions, name, wait=wait, clock=clock(settings), on_wait=on_wait):
         yield
 
 
-def database(settings: Settings) -> AbstractAsyncContextManager[SessionFactory]:
-    """The database, migrated to head, for the body's length."""
+@asynccontextmanager
+async def database(settings: Settings) -> AsyncIterator[SessionFactory]:
+    """The database, migrated to head, for the body's length; a new default one is named on stderr."""
     from digest.store.db import open_database
 
-    return open_database(settings.database_url)
+    fresh = _fresh_default_sqlite(settings)
+    async with open_database(settings.database_url) as sessions:
+        if fresh is not None:  # run from another directory? say once which database that made
+            print(f"digest: created a new database at {fresh}", file=sys.stderr)
+        yield sessions
+
+
+def _fresh_default_sqlite(settings: Settings) -> str | None:
+    """The path of the default SQLite file about to be created (no digest.toml, no DIGEST_DATABASE_URL)."""
+    from sqlalchemy.engine import make_url
+
+    from digest.config import TOML_FILE
+
+    if "database_url" in settings.model_fields_set or Path(TOML_FILE).exists():
+        return None
+    url = make_url(settings.database_url)
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    path = Path(str(url.database))
+    return None if path.exists() and path.stat().st_size > 0 else str(url.database)
 
 
 # -- clients -------------------------------------------------------------------
@@ -176,41 +213,75 @@ def email_channel(settings: Settings) -> PushChannel:
     return SmtpChannel(smtp_config(settings))
 
 
-def channel(name: str, settings: Settings) -> PushChannel:
-    """The channel named ``name``: email is the core's own; the others are adapters' entry points."""
-    if name == ChannelName.EMAIL:
-        return email_channel(settings)
-    from digest.deliver.channels import load_channel
+def channel(name: str, settings: Settings, shared: SharedLimiter | None = None) -> PushChannel:
+    """The channel named ``name`` (email is the core's own; the others are adapters' entry points).
 
-    return load_channel(name, settings)
+    With ``shared`` (PostgreSQL: :func:`shared_limiter`), a channel that can keeps its
+    platform's rate limits in it, together with every other worker.
+    """
+    from digest.deliver.channels import load_channel
+    from digest.domain.ratelimit import SharesLimits
+
+    made = email_channel(settings) if name == ChannelName.EMAIL else load_channel(name, settings)
+    if shared is not None and isinstance(made, SharesLimits):
+        made.share_limits(shared)
+    return made
+
+
+def shared_limiter(settings: Settings, sessions: SessionFactory) -> SharedLimiter | None:
+    """Rate limits all workers keep together (the ``rate_bucket`` table) on PostgreSQL; None on SQLite.
+
+    SQLite means one process, whose in-memory limiters already see every send.
+    """
+    from sqlalchemy.engine import make_url
+
+    if make_url(settings.database_url).get_backend_name() != "postgresql":
+        return None
+    from digest.domain.ratelimit import SharedLimiter
+    from digest.store.buckets import DbBuckets
+
+    return SharedLimiter(DbBuckets(sessions, clock(settings)), clock(settings))
 
 
 @asynccontextmanager
 async def publish_runner(settings: Settings, sessions: SessionFactory, options: PublishOptions,
-                         progress: Progress | None = None) -> AsyncIterator[Runner]:
-    """A publish runner on ``sessions``; its channels are opened on first use and closed at the end."""
+                         progress: Progress | None = None,
+                         stop: asyncio.Event | None = None) -> AsyncIterator[Runner]:
+    """A publish runner on ``sessions``; its channels are opened on first use and closed at the end.
+
+    ``stop`` (the service's) lets in-flight sends finish and releases the rest.
+    """
     from digest.deliver.publish import Channels, Composer, Runner
 
     composer = Composer(sessions, renderer(settings), mail_identity(settings), site_url=settings.site_url,
                         secret=settings.secret(), clock=clock(settings))
-    channels = Channels(lambda name: channel(name, settings))
+    shared = shared_limiter(settings, sessions)
+    channels = Channels(lambda name: channel(name, settings, shared))
     try:
-        yield Runner(sessions, channels, composer, clock(settings), options, progress)
+        runner = Runner(sessions, channels, composer, clock(settings), options, progress)
+        if stop is not None:
+            runner.stop = stop
+        yield runner
     finally:
         await channels.aclose()
 
 
-def web_app(settings: Settings, sessions: SessionFactory) -> Starlette:
+def web_app(settings: Settings, sessions: SessionFactory, *, next_run: NextRun | None = None,
+            metrics: Metrics | None = None) -> Starlette:
     """The web app; its confirmation mails go out on the newsletters' channel, one channel per mail."""
     from digest.deliver.confirm_mail import one_shot
     from digest.web.app import create_app
+    from digest.web.meta import Discussion
     from digest.web.subscribe import SubscriptionSetup
 
+    talk = Discussion(settings.discord_discussion_channel, settings.discord_guild_id,
+                      settings.telegram_discussion_url)  # where readers discuss a digest
     mail = SubscriptionSetup(secret=settings.secret(), identity=mail_identity(settings),
                              send_mail=one_shot(lambda: email_channel(settings)))
     return create_app(sessions, renderer(settings), site_url=settings.site_url,
                       default_locale=settings.locales[0], timezone=settings.timezone, clock=clock(settings),
-                      subscriptions=mail, trusted_proxies=settings.trusted_proxies)
+                      subscriptions=mail, trusted_proxies=settings.trusted_proxies,
+                      next_run=next_run, metrics=metrics, discussion=talk)
 
 
 def preview_eml(view: DigestView, settings: Settings, address: str = PREVIEW_ADDRESS,
@@ -229,20 +300,69 @@ def preview_eml(view: DigestView, settings: Settings, address: str = PREVIEW_ADD
 
 def daily_deps(settings: Settings, sessions: SessionFactory, *, on_wait: OnWait | None = None,
                fetch_progress: Callable[[FetchResult], None] | None = None,
-               send_progress: Progress | None = None) -> DailyDeps:
-    """Everything :func:`digest.daily.run_daily` needs, on ``sessions``; the callbacks are the caller's."""
+               send_progress: Progress | None = None, stop: asyncio.Event | None = None) -> DailyDeps:
+    """Everything :func:`digest.daily.run_daily` needs, on ``sessions``; the callbacks are the caller's.
+
+    ``stop`` is the service's: a publish under way lets its sends finish, then stops.
+    """
     from digest.daily import DailyDeps
     from digest.deliver.publish import PublishOptions
-    from digest.ingest.sources import load_sources
 
     options = PublishOptions(send=send_options(settings))
     return DailyDeps(
         sessions=sessions,
-        sources=load_sources(settings.sources),
+        sources=sources(settings),
         fetch=fetch_options(settings), build=build_options(settings), clock=clock(settings),
         locale=settings.locales[0],
         llm=lambda now: llm_client(settings, sessions, now),
-        publisher=lambda: publish_runner(settings, sessions, options, send_progress),
+        publisher=lambda: publish_runner(settings, sessions, options, send_progress, stop),
         lock=lambda name: run_lock(settings, name, on_wait=on_wait),
-        fetch_progress=fetch_progress,
+        fetch_progress=fetch_progress, after=admin_copies(settings, sessions),
     )
+
+
+def admin_copies(settings: Settings, sessions: SessionFactory) -> AdminCopies | None:
+    """The admin copies of each run's report (DIGEST_ADMIN_*), or None when no admin address is set."""
+    from digest.service import AdminCopies, admin_message, send_once
+
+    targets = [(name, address) for name, address in (
+        (ChannelName.EMAIL, settings.admin_email), (ChannelName.TELEGRAM, settings.admin_telegram_chat),
+        (ChannelName.DISCORD, settings.admin_discord_channel)) if address]
+    if not targets:
+        return None
+
+    async def send(name: str, address: str, text: str) -> None:
+        message = admin_message(name, address, text, mail_identity(settings), clock(settings)())
+        await send_once(channel(name, settings), message)
+
+    return AdminCopies(sessions, targets, send)
+
+
+# -- the service ---------------------------------------------------------------
+
+def bots(settings: Settings) -> list[tuple[str, Part]]:
+    """The installed bots (entry points ``compiler_digest.bots``) with a token set, awaited with ``stop``."""
+    from importlib.metadata import entry_points
+
+    def part(run: Callable[..., Coroutine[Any, Any, int]]) -> Part:
+        return lambda stop: run(settings, stop=stop)
+
+    return [(f"{point.name} bot", part(point.load())) for point in entry_points(group="compiler_digest.bots")
+            if (token := getattr(settings, f"{point.name}_token", None)) and token.get_secret_value()]
+
+
+def service(settings: Settings, sessions: SessionFactory, stop: asyncio.Event, parts: list[tuple[str, Part]],
+            *, scheduled: bool) -> Service:
+    """``digest serve``: the daily job on ``sessions`` with the schedule, and the ``parts`` beside it."""
+    from digest.service import Schedule, Service
+
+    deps = daily_deps(settings, sessions, stop=stop)
+    return Service(deps, Schedule(settings.schedule, settings.timezone),
+                   lambda name: run_lock(settings, name), clock(settings), stop, parts, scheduled)
+
+
+def secrets(settings: Settings) -> list[str]:
+    """Every configured secret value: none of them may appear in a log line or a report."""
+    values = [settings.llm_api_key, settings.smtp_password, settings.telegram_token, settings.discord_token,
+              settings.secret_key]
+    return [value.get_secret_value() for value in values if value is not None and value.get_secret_value()]

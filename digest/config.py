@@ -60,6 +60,7 @@ class Settings(BaseSettings):
     database_url: str = "sqlite+aiosqlite:///./var/digest.db"
     var_dir: Path = Path("./var")
     sources: Path | None = None
+    sources_extra: Path = Path("./var/sources.toml")  # added to the built-in list
     timezone: str = "Asia/Shanghai"
     locales: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["zh"])
     now: AwareDatetime | None = None
@@ -106,6 +107,7 @@ class Settings(BaseSettings):
     discord_shards: str | None = None
     discord_threads: bool = True
     discord_discussion_channel: int | None = Field(None, gt=0)
+    telegram_discussion_url: str | None = None  # the Telegram group where readers discuss the digests
 
     schedule: str = "0 8 * * *"
     admin_email: str | None = None
@@ -158,7 +160,7 @@ class Settings(BaseSettings):
     def _http_url(cls, value: str) -> str:
         return http_url(value).rstrip("/")
 
-    @field_validator("telegram_api_base", "discord_api_base")
+    @field_validator("telegram_api_base", "discord_api_base", "telegram_discussion_url")
     @classmethod
     def _optional_http_url(cls, value: str | None) -> str | None:
         return None if value is None else http_url(value)

@@ -7,17 +7,25 @@ lock (fetch, build of the date, publish of the date), so a second run at the
 same time waits and then finds the work done: a digest is built once and
 each delivery is planned once, so running the job twice sends nothing twice.
 ``digest run`` prints the report; the service calls this from its schedule.
+Every run stores its report (``run_report``: date, trigger, times, outcome,
+:meth:`DailyReport.as_json`) in one transaction once it has finished, counts
+itself in :mod:`digest.metrics`, then hands the report to ``deps.after``
+(the admin copies).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
+
+from digest import metrics
 from digest.build.pipeline import BuildOptions, BuildReport, build_digest
 from digest.deliver.publish import PublishReport, Runner
 from digest.domain.clock import Clock
@@ -31,10 +39,13 @@ from digest.ingest.store import FetchResult
 from digest.store.db import SessionFactory
 from digest.store.locks import FETCH_LOCK, build_lock, publish_lock
 from digest.store.queries import get_digest
+from digest.store.reports import save_report
 from digest.write.llm import LLMClient
 
 NO_SOURCE = "no source could be reached"
 Lock = Callable[[str], AbstractAsyncContextManager[None]]
+After = Callable[["DailyReport", str], Awaitable[None]]
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,7 @@ class DailyDeps:
     lock: Lock
     fetch_progress: Callable[[FetchResult], None] | None = None
     monotonic: Callable[[], float] = time.monotonic
+    after: After | None = None  # told every finished run's report and trigger (the admin copies)
 
 
 @dataclass
@@ -109,7 +121,7 @@ class DailyReport:
 
 
 def _good(result: FetchResult) -> bool:
-    return result.status in (FetchStatus.OK, FetchStatus.NOT_MODIFIED)
+    return result.status in (FetchStatus.OK, FetchStatus.NOT_MODIFIED, FetchStatus.NOT_DUE)
 
 
 def fetch_failure(results: Sequence[FetchResult]) -> str | None:
@@ -123,15 +135,34 @@ def fetch_failure(results: Sequence[FetchResult]) -> str | None:
     return None
 
 
-async def run_daily(date: dt.date | None, deps: DailyDeps) -> DailyReport:
-    """Fetch, build ``date`` (default: the latest closed window), publish it; errors end in ``error``."""
-    started, report = deps.monotonic(), DailyReport()
+async def run_daily(date: dt.date | None, deps: DailyDeps, trigger: str = "run") -> DailyReport:
+    """Fetch, build ``date`` (default: the latest closed window), publish it; errors end in ``error``.
+
+    ``trigger`` ("schedule", "catch-up" or "run") is stored with the report.
+    """
+    started_at, started, report = deps.clock(), deps.monotonic(), DailyReport()
     try:
         await _steps(report, date, deps)
     except DigestError as exc:
         report.error = str(exc)
     report.seconds = round(deps.monotonic() - started, 3)
+    await _record(report, trigger, started_at, deps)
     return report
+
+
+async def _record(report: DailyReport, trigger: str, started_at: dt.datetime, deps: DailyDeps) -> None:
+    """Store the report, count the run, tell ``deps.after``; a failure here is logged, not raised."""
+    finished = deps.clock()
+    date = report.date or latest_closed(started_at, deps.build.timezone)
+    try:
+        async with deps.sessions.begin() as session:
+            await save_report(session, date=date, trigger=trigger, started=started_at, finished=finished,
+                              ok=report.ok, report=report.as_json())
+    except SQLAlchemyError as exc:
+        log.error("could not store the report of the %s run of %s: %s", trigger, date, exc)
+    metrics.active().ran(trigger, report.ok, report.built, finished.timestamp())
+    if deps.after is not None:
+        await deps.after(report, trigger)
 
 
 async def _steps(report: DailyReport, date: dt.date | None, deps: DailyDeps) -> None:

@@ -1,7 +1,9 @@
-"""Debian's chromium driven by playwright (python): never a downloaded browser.
+"""Debian's chromium driven by playwright (python): never a downloaded browser; axe-core from npm.
 
 Locally a missing chromium or playwright skips the browser tests with the reason;
-in CI (``CI=true``) it fails them, never skips (the same rule as PostgreSQL).
+in CI (``CI=true``) it fails them, never skips (the same rule as PostgreSQL). axe-core is
+installed on first use with npm into ``test-artifacts/axe`` (ignored by git); without npm
+or network the same rule holds: skip locally, fail in CI.
 """
 
 from __future__ import annotations
@@ -9,13 +11,14 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
-    from playwright.async_api import Browser, Playwright
+    from playwright.async_api import Browser, Page, Playwright
 
 CHROMIUM = os.environ.get("DIGEST_TEST_CHROMIUM", "/usr/bin/chromium")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -24,6 +27,13 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
         "--proxy-server=127.0.0.1:9"]
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "browser"
+AXE_DIR = ARTIFACTS.parent / "axe"
+AXE_JS = AXE_DIR / "node_modules" / "axe-core" / "axe.min.js"
+AXE_VERSION = "4"  # npm's newest axe-core 4.x
+BLOCKING = ("serious", "critical")  # the axe impacts a page may not have
+# axe's violations in a JSON-friendly shape: rule, impact, how many nodes, the first node's target.
+_AXE_RUN = """axe.run().then(r => r.violations.map(v => ({
+  id: v.id, impact: v.impact, nodes: v.nodes.length, first: v.nodes[0].target.join(" ")})))"""
 
 
 def require_browser() -> str:
@@ -44,3 +54,40 @@ def require_browser() -> str:
 async def launch(playwright: Playwright) -> Browser:
     """Start headless chromium with the flags these machines need."""
     return await playwright.chromium.launch(executable_path=require_browser(), args=ARGS)
+
+
+def _missing(reason: str) -> None:
+    if IN_CI:
+        pytest.fail(f"CI=true: {reason}")
+    pytest.skip(reason)
+
+
+def require_axe() -> Path:
+    """``axe.min.js``, installed with npm on first use; skip (locally) / fail (in CI) without it."""
+    if AXE_JS.is_file():
+        return AXE_JS
+    npm = shutil.which("npm")
+    if npm is None:
+        _missing("the accessibility checks need npm (apt-get install npm) to install axe-core")
+    AXE_DIR.mkdir(parents=True, exist_ok=True)
+    try:
+        subprocess.run([str(npm), "install", "--prefix", str(AXE_DIR), "--no-audit", "--no-fund",
+                        "--silent", f"axe-core@{AXE_VERSION}"], check=True, timeout=300, capture_output=True)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
+        _missing(f"npm install axe-core failed (no network?): {exc}")
+    if not AXE_JS.is_file():
+        _missing(f"npm install axe-core left no {AXE_JS}")
+    return AXE_JS
+
+
+async def axe_violations(page: Page) -> list[dict[str, Any]]:
+    """axe-core's violations on the page as loaded (the context needs ``bypass_csp=True``)."""
+    if not await page.evaluate("typeof axe !== 'undefined'"):
+        await page.add_script_tag(path=str(require_axe()))
+    found: list[dict[str, Any]] = await page.evaluate(_AXE_RUN)
+    return found
+
+
+def blocking(violations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The serious and critical ones."""
+    return [v for v in violations if v["impact"] in BLOCKING]

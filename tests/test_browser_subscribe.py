@@ -27,7 +27,7 @@ from digest.deliver.publish import PublishOptions
 from digest.store.db import open_database
 from digest.store.models import Subscriber
 from tests.archive import DATES, TZ, Archive, build_archive
-from tests.browser import ARTIFACTS, launch, require_browser
+from tests.browser import ARTIFACTS, axe_violations, blocking, launch, require_axe, require_browser
 from tests.smtpserver import SMTPTestServer, smtp_server
 
 if TYPE_CHECKING:
@@ -221,3 +221,36 @@ async def _other_looks(browser: Browser, served: Served, dialogs: list[str]) -> 
     await page.goto(served.base + "/subscribe?lang=zh")
     await _shot(page, "form-zh")
     await page.context.close()
+
+
+async def test_axe_finds_nothing_serious_on_the_subscribe_form(served: Served) -> None:
+    """axe-core on /subscribe in zh and en, light and dark, blank and refused (field errors shown)."""
+    from playwright.async_api import async_playwright
+
+    require_axe()
+    failures: list[str] = []
+    async with async_playwright() as p:
+        browser = await launch(p)
+        for lang, accept in (("zh", "zh-CN"), ("en", "en-US")):
+            page = await _page(browser, [], locale=accept, viewport=DESKTOP, bypass_csp=True)
+            for scheme in ("light", "dark"):
+                await page.emulate_media(color_scheme=scheme)  # type: ignore[arg-type]
+                await page.goto(served.base + "/subscribe")
+                failures += await _axe(page, f"subscribe-{lang} {scheme}")
+                await page.fill("#address", ADDRESS)
+                for box in await page.locator('input[name="layers"]').all():
+                    await box.uncheck()
+                await _submit(page)  # refused: no layer chosen
+                assert await page.locator("#layers-error").count() == 1
+                failures += await _axe(page, f"subscribe-refused-{lang} {scheme}")
+            await page.context.close()
+        await browser.close()
+    assert failures == []
+
+
+async def _axe(page: Page, label: str) -> list[str]:
+    dark = await page.evaluate("matchMedia('(prefers-color-scheme: dark)').matches")
+    assert dark == label.endswith("dark"), label
+    found = await axe_violations(page)
+    print(f"axe {label}: {len(blocking(found))} serious/critical; all: {found}")
+    return [f"{label}: {v}" for v in blocking(found)]

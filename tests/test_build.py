@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+from dataclasses import replace
+from pathlib import Path
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy import func, select
 
-from digest.build.pipeline import BuildOptions, build_digest
-from digest.store.db import SessionFactory
-from digest.store.models import Digest, DigestEvent, Entry, Event, LLMCache
-from digest.store.queries import load_view
+from digest.build.pipeline import BuildOptions, build_digest, check_buildable
+from digest.domain.errors import UsageError
+from digest.domain.window import window_for
+from digest.store.db import SessionFactory, open_database
+from digest.store.models import Digest, DigestEvent, Entry, Event, FetchLog, LLMCache
+from digest.store.queries import latest_digest_date, list_digests, load_view, recent_events
 from tests.builders import COMPILER_PAPERS, DAY, NEGATIVE, NOW, WINDOW, add_entry, add_source
 
 OPTIONS = BuildOptions(locales=("zh", "en"))
@@ -132,3 +140,75 @@ async def test_empty_window_builds_an_empty_digest(sqlite_sessions: SessionFacto
         view = await load_view(session, DAY, "en")
     assert report.created and report.events == 0 and view.events == ()
     assert view.title and view.overview
+
+
+async def _fetch_log(sessions: SessionFactory, source_id: int, status: str, at: dt.datetime) -> None:
+    async with sessions.begin() as session:
+        session.add(FetchLog(source_id=source_id, started_at=at, status=status, warnings=[]))
+
+
+async def test_failed_sources_are_those_of_the_sources_file_in_use(sqlite_sessions: SessionFactory) -> None:
+    """A source stored by a run on another sources file (the built-in list) is not named as failed."""
+    in_file = await add_source(sqlite_sessions, "sample-blog")
+    elsewhere = await add_source(sqlite_sessions, "gh-cutlass")
+    for source_id in (in_file, elsewhere):
+        await _fetch_log(sqlite_sessions, source_id, "error", WINDOW.start + dt.timedelta(hours=1))
+    options = BuildOptions(source_keys=frozenset({"sample-blog", "arxiv-cs.pl"}))
+    await build_digest(sqlite_sessions, DAY, options, now=NOW)
+    async with sqlite_sessions() as session:
+        view = await load_view(session, DAY, "zh")
+    assert view.stats["failed_sources"] == ["sample-blog"]
+
+
+def test_build_options_carry_the_source_keys_of_the_file(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from digest.bootstrap import build_options
+    from digest.config import load_settings
+
+    toml = tmp_path / "sources.toml"
+    toml.write_text('[[source]]\nkey = "only"\nname = "Only"\nurl = "http://127.0.0.1:9/feed"\n')
+    monkeypatch.setenv("DIGEST_SOURCES", str(toml))
+    assert build_options(load_settings()).source_keys == frozenset({"only"})
+
+
+async def test_partial_digest_is_never_listed_and_is_replaced_once_the_window_closes(
+        sqlite_sessions: SessionFactory) -> None:
+    await _day(sqlite_sessions)
+    early = WINDOW.end - dt.timedelta(hours=3)
+    draft = await build_digest(sqlite_sessions, DAY, replace(OPTIONS, partial=True), now=early)
+    assert draft.created and draft.partial
+    async with sqlite_sessions() as session:
+        assert (await list_digests(session, "zh")).total == 0
+        assert await latest_digest_date(session) is None
+        assert await recent_events(session, "zh", since=WINDOW.start) == []
+    final = await build_digest(sqlite_sessions, DAY, OPTIONS, now=NOW)
+    assert final.created and not final.partial and final.digest_id == draft.digest_id
+    async with sqlite_sessions() as session:
+        assert [d.date for d in (await list_digests(session, "zh")).items] == [DAY]
+        assert await latest_digest_date(session) == DAY
+    again = await build_digest(sqlite_sessions, DAY, OPTIONS, now=NOW + dt.timedelta(hours=1))
+    assert not again.created, "once final, building again returns it"
+
+
+@settings(max_examples=60, deadline=None)
+@given(offset=st.integers(min_value=-400, max_value=400), partial=st.booleans())
+def test_check_buildable_refuses_exactly_the_dates_that_cannot_be_built(offset: int, partial: bool) -> None:
+    """Open windows need ``partial``; future windows and windows before the first entry never build."""
+    first_entry = WINDOW.start - dt.timedelta(days=100, hours=3)
+    date = DAY + dt.timedelta(days=offset)
+    now = WINDOW.end - dt.timedelta(hours=2)  # DAY's window is the open one
+    window = window_for(date, "Asia/Shanghai")
+    refused = window.start > now or (window.end > now and not partial) or window.end <= first_entry
+
+    async def check() -> bool:
+        async with open_database("sqlite+aiosqlite:///:memory:") as sessions:
+            source = await add_source(sessions, "s")
+            await add_entry(sessions, source, "t", "s", first_entry)
+            try:
+                await check_buildable(sessions, date, now, "Asia/Shanghai", partial=partial)
+            except UsageError as exc:
+                assert "\n" not in str(exc)
+                return True
+            return False
+
+    assert asyncio.run(check()) is refused

@@ -115,8 +115,8 @@ NCCL = ("Autotuning Collective Algorithms in NCCL",  # not relevant (autotuning 
         "We autotune the all-reduce algorithm choice in NCCL for tensor parallel training on "
         "H100 GPUs.")
 SHEETS = ("A Compiler for Spreadsheet Formulas",  # relevant ("compiler" alone), but weak
-          "We present a compiler that turns spreadsheet formulas into Python scripts with a "
-          "custom memory allocator, for accountants.")  # the allocator gives it a layer
+          "We present a compiler that turns spreadsheet formulas into scripts with static "
+          "memory planning, for accountants.")  # the memory planning gives it a layer
 
 
 def _is_triage(body: dict[str, Any]) -> bool:

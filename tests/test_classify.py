@@ -180,6 +180,74 @@ def test_classify_items_reads_every_entry_of_an_event(taxonomy: Taxonomy) -> Non
         classify_items([], taxonomy)
 
 
+def test_the_body_is_read_not_only_the_teaser(taxonomy: Taxonomy) -> None:
+    teaser = item("What we shipped this quarter", "A look back at our work.", kind="rss", key="blog")
+    body = ("We rewrote the MLIR lowering of our compiler.\n\n"
+            "The new pass fuses GEMM epilogues into the generated CUDA kernels, uses warp "
+            "specialization and TMA loads, and emits PTX for H100 GPUs.")
+    assert not classify(teaser, taxonomy).relevant
+    verdict = classify(replace(teaser, body=body), taxonomy)
+    assert verdict.relevant and "kernel_codegen" in verdict.layers
+
+
+def test_a_phrase_only_in_the_body_counts_at_the_body_share(taxonomy: Taxonomy) -> None:
+    lead = item("A compiler for kernels", "We present a compiler.", kind="rss", key="blog")
+    in_body = item("A compiler for kernels", "We present a compiler.", kind="rss", key="blog",
+                   body="It lowers through MLIR.")
+    in_lead = item("A compiler for kernels", "We present a compiler. It lowers through MLIR.",
+                   kind="rss", key="blog")
+    core = [classify(i, taxonomy).totals["core"] for i in (lead, in_body, in_lead)]
+    mlir = taxonomy.core["mlir"]
+    assert core[1] - core[0] == pytest.approx(mlir * taxonomy.body_share)
+    assert core[2] - core[0] == pytest.approx(mlir), "in the summary it counts in full"
+
+
+def test_runtime_and_kernel_evidence_counts_towards_relevance(taxonomy: Taxonomy) -> None:
+    graphs = item("Capturing the Decode Step in CUDA Graphs",
+                  "We capture the decode step of our serving engine into one CUDA graph, removing "
+                  "kernel launch overhead.", kind="rss", key="blog")
+    flash = item("FlashAttention on Hopper", "Attention kernels with warp specialization, TMA "
+                 "loads and WGMMA matmuls on H100.", kind="rss", key="blog")
+    assert classify(graphs, taxonomy).layers == ("runtime",)
+    assert classify(flash, taxonomy).relevant and "kernel_codegen" in classify(flash, taxonomy).layers
+
+
+def test_hardware_words_never_count_as_layer_evidence(taxonomy: Taxonomy) -> None:
+    chips = item("H100, H200, B200 and MI300X Compared",
+                 "Blackwell and Hopper GPUs, TPU and NPU accelerators, RISC-V and AArch64 CPUs.")
+    verdict = classify(chips, taxonomy)
+    assert verdict.totals["layer_evidence"] == 0.0 and not verdict.relevant
+
+
+@pytest.mark.parametrize("title", [
+    "LLVM Foundation Board of Directors Update", "Announcing LLVM Office Hours",
+    "LLVM is Moving to Discourse", "LLVM Joins the Outreachy Internship Program",
+    "LLVM Security Group Transparency Report 2025", "EuroLLVM 2026: Call for Papers",
+])
+def test_community_posts_are_not_news_even_on_a_compiler_blog(taxonomy: Taxonomy, title: str) -> None:
+    post = item(title, "The LLVM compiler community, from Clang to MLIR and the LLVM backends.",
+                kind="rss", key="llvm-blog")
+    verdict = classify(post, taxonomy)
+    assert not verdict.relevant and verdict.layers == ()
+    assert not is_borderline(verdict, taxonomy), "no second opinion makes an admin post news"
+
+
+def test_a_roundup_mentioning_a_call_for_papers_is_still_news(taxonomy: Taxonomy) -> None:
+    weekly = item("LLVM Weekly - #612", "The EuroLLVM call for papers is open. Patches landed for "
+                  "the AMDGPU backend's instruction scheduling.", kind="rss", key="llvm-weekly")
+    assert classify(weekly, taxonomy).relevant
+
+
+def test_a_source_prior_breaks_a_tie_but_never_beats_negative_evidence(taxonomy: Taxonomy) -> None:
+    def distance(text: float, prior: float, negative: float) -> float:
+        totals = {"core": text + prior, "prior": prior, "negative": negative}
+        return relevance_distance(totals, taxonomy)
+
+    assert distance(3.0, 0.0, 3.0) < 0 <= distance(3.0, 4.0, 3.0), "a tie: the prior decides"
+    assert distance(3.0, 4.0, 5.0) < 0, "more negative than compiler evidence: the prior cannot help"
+    assert distance(0.0, 4.0, 0.0) >= 0, "a compiler project's release is news on thin text"
+
+
 def test_classification_is_deterministic(taxonomy: Taxonomy) -> None:
     entry = item("Triton", "A Triton compiler pass for SASS on Blackwell, 2.1x speedup.")
     assert classify(entry, taxonomy) == classify(entry, taxonomy)
@@ -241,6 +309,8 @@ def _broken(tmp_path: Path, old: str, new: str) -> Path:
     ("threshold = 3.0", "treshold = 3.0", "unknown key(s) in [relevance]: treshold"),
     ('"autotun*" = 2.5', '"au*" = 2.5', "bad phrase 'au*'"),
     ("[relevance]", "[relevance", "not valid TOML"),
+    ('evidence_layers = ["frontend",', 'evidence_layers = ["frontends",', "evidence_layers must list"),
+    ("[community.phrases]", "[community.words]", "unknown key(s) in [community]"),
 ])
 def test_bad_taxonomy_names_the_problem(tmp_path: Path, old: str, new: str, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
@@ -266,9 +336,10 @@ def test_labelled_set_covers_every_layer_and_has_hard_negatives() -> None:
 
 
 @pytest.mark.parametrize(("name", "micro_f1", "precision", "recall"), [
-    ("all", 0.88, 0.98, 0.98),
-    ("heldout", 0.84, 0.97, 0.95),
-    ("heldout2", 0.84, 0.95, 0.98),
+    ("dev", 0.94, 0.99, 0.99),
+    ("all", 0.89, 0.97, 0.99),
+    ("heldout", 0.88, 0.99, 0.99),
+    ("heldout2", 0.84, 0.93, 0.99),
 ])
 def test_quality_does_not_regress(
     taxonomy: Taxonomy, name: str, micro_f1: float, precision: float, recall: float
@@ -286,8 +357,8 @@ NCCL = item("Autotuning Collective Algorithms in NCCL",
             "We autotune the all-reduce algorithm choice in NCCL for tensor parallel training on "
             "H100 GPUs.", kind="rss", key="blog")
 SHEETS = item("A Compiler for Spreadsheet Formulas",
-              "We present a compiler that turns spreadsheet formulas into Python scripts with a "
-              "custom memory allocator.", kind="rss", key="blog")
+              "We present a compiler that turns spreadsheet formulas into scripts with static "
+              "memory planning.", kind="rss", key="blog")
 NO_LAYER = item("A Compiler for Spreadsheet Formulas",
                 "We present a compiler that turns spreadsheet formulas into Python scripts.",
                 kind="rss", key="blog")

@@ -22,7 +22,8 @@ def make(entry_id: int, title: str, *, key: str = "arxiv-cs.pl", weight: float =
          kind: str = "arxiv", url: str | None = None, hours: float = 0,
          **extra: object) -> Item:
     when = T0 + timedelta(hours=hours)
-    return Item(entry_id, key, key, weight, kind, title, "", url, published=when,
+    summary = str(extra.pop("summary", ""))
+    return Item(entry_id, key, key, weight, kind, title, summary, url, published=when,
                 **extra)  # type: ignore[arg-type]
 
 
@@ -54,6 +55,7 @@ def test_post_linking_the_paper_joins_it() -> None:
     paper = make(1, "Learning Exact NVIDIA SASS Encoders", arxiv_id="2409.11111",
                  url="https://arxiv.org/abs/2409.11111")
     post = make(2, "F2Asm explained", kind="rss", key="nvidia", weight=0.8,
+                summary="F2Asm learns exact SASS encoders for NVIDIA GPUs.",
                 url="https://developer.nvidia.com/blog/f2asm",
                 links=("https://arxiv.org/pdf/2409.11111v3", "https://github.com/x/f2asm"))
     follow = make(3, "Discussion of the F2Asm blog", kind="rss", key="weekly",
@@ -171,7 +173,8 @@ def _generated(works: int, seed: int = 7) -> tuple[list[Item], dict[int, int]]:
             add(work, title=title.upper() + ".", key="arxiv-cs.ar", arxiv_id=f"{arxiv}v2")
         if rng.random() < 0.4:
             add(work, title=f"Blog: {rng.choice(words)}", kind="rss", key="blog",
-                url=f"https://blog.example/{work}", links=(f"https://arxiv.org/abs/{arxiv}",))
+                url=f"https://blog.example/{work}", links=(f"https://arxiv.org/abs/{arxiv}",),
+                summary=f"We explain {' '.join(title.split()[:4])}.")
         if rng.random() < 0.3:
             add(work, title=title + "s!", kind="rss", key="news",
                 url=f"https://news.example/{work}")
@@ -207,3 +210,18 @@ def test_links_within_the_same_site_are_navigation_not_identity() -> None:
     b = make(2, "What is new in CUTLASS 4 for everyone", kind="rss", key="nvidia",
              url="https://developer.nvidia.com/blog/cutlass-4")
     assert len(cluster([a, b])) == 2
+
+
+def test_a_link_is_evidence_not_identity() -> None:
+    paper = make(1, "Retargetable ABI Lowering for Heterogeneous Calling Conventions",
+                 arxiv_id="2409.22222", url="https://arxiv.org/abs/2409.22222")
+    gsoc = make(2, "GSoC 2025: Introducing an ABI Lowering Library", kind="rss", key="llvm-blog",
+                url="https://blog.llvm.org/posts/abi-library",
+                summary="This summer I built a library for Clang's ABI lowering; see the related "
+                        "paper for background.", links=("https://arxiv.org/abs/2409.22222",))
+    assert groups(cluster([paper, gsoc])) == {frozenset({1}), frozenset({2})}
+    about = make(3, "Calling conventions, retargeted", kind="rss", key="blog",
+                 url="https://blog.example/abi", links=("https://arxiv.org/abs/2409.22222",),
+                 summary="Our paper on retargetable ABI lowering for heterogeneous calling "
+                         "conventions is out.")
+    assert groups(cluster([paper, about])) == {frozenset({1, 3})}

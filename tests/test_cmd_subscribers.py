@@ -81,7 +81,7 @@ def test_add_existing_updates_preferences_and_says_so(digest: Run) -> None:
                           "--layers", "benchmark", "--min-score", "12.5")
     assert code == 0 and out.startswith("updated the preferences of discord subscriber 1")
     (row,) = _listed(digest)
-    assert (row["address"], row["layers"], row["min_score"]) == ("channel:123456789012345678",
+    assert (row["address"], row["layers"], row["min_score"]) == ("123456789012345678",
                                                                   ["benchmark"], 12.5)
 
 
@@ -145,13 +145,81 @@ def test_import_prints_the_report_and_exit_codes(digest: Run, tmp_path: Path) ->
         "line 3: skipped: left@example.com: unsubscribed; an import never re-activates it",
     ]
     assert lines[2].startswith("line 5: error: address: not a valid email address")
-    assert lines[3:] == ["1 new email subscriber(s) are pending until they confirm"]
+    assert lines[3:] == ["1 new email subscriber(s) are pending until they confirm; "
+                         "confirmation mail: 1 sent, 0 failed"]
     statuses = {r["address"]: r["status"] for r in _listed(digest)}
     assert statuses == {"left@example.com": "unsubscribed", "new@example.com": "pending",
                         "12345": "active"}
     code, out, _ = digest("import", "--confirmed", str(good))
     assert code == 0 and "0 added, 1 updated, 1 unchanged, 1 skipped" in out
     assert {r["address"]: r["status"] for r in _listed(digest)}["new@example.com"] == "active"
+
+
+def _confirm_links(outbox: Path) -> dict[str, str]:
+    """The confirm link of each confirmation mail in the file outbox, by recipient."""
+    from email import message_from_bytes, policy
+    from email.message import EmailMessage
+
+    found = {}
+    for path in sorted(outbox.glob("confirm-*.eml")):
+        message = message_from_bytes(path.read_bytes(), policy=policy.default)
+        assert isinstance(message, EmailMessage)
+        body = message.get_body(("plain",))
+        assert body is not None
+        link = next(line for line in body.get_content().splitlines() if "/confirm?token=" in line)
+        found[str(message["To"])] = link.strip()
+    return found
+
+
+def test_import_mails_the_web_forms_confirmation_link(digest: Run, tmp_path: Path) -> None:
+    import asyncio
+    from urllib.parse import parse_qs, urlsplit
+
+    from digest.config import load_settings
+    from digest.store.db import open_database
+    from digest.subscribe import subscriptions
+    from digest.subscribe.tokens import CONFIRM
+
+    good = tmp_path / "list.csv"
+    good.write_text("channel,address,layers,min_score,locale\nemail,new@example.com,,,en\n"
+                    "telegram,12345,,,\n", encoding="utf-8")
+    code, out, _ = digest("import", str(good))
+    assert code == 0 and out.splitlines()[-1].endswith("confirmation mail: 1 sent, 0 failed")
+    links = _confirm_links(tmp_path / "var" / "outbox")
+    assert list(links) == ["new@example.com"]
+    url = urlsplit(links["new@example.com"])
+    assert url.path == "/confirm" and parse_qs(url.query)["lang"] == ["en"]
+
+    async def named() -> str:
+        async with open_database(f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}") as sessions, \
+                sessions() as session:
+            view = await subscriptions.subscriber_for_token(session, load_settings().secret(), CONFIRM,
+                                                            parse_qs(url.query)["token"][0])
+            return view.address
+
+    assert asyncio.run(named()) == "new@example.com"
+
+
+def test_confirm_resend_mails_every_pending_address_or_the_named_ones(
+        digest: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.smtpserver import Faults, smtp_server
+
+    good = tmp_path / "list.csv"
+    good.write_text("channel,address\nemail,one@example.com\nemail,two@example.com\n", encoding="utf-8")
+    digest("import", str(good))
+    digest("add", "--channel", "email", "--address", "active@example.com")
+    with smtp_server(Faults(refuse={"two@example.com"})) as server:
+        monkeypatch.setenv("DIGEST_SMTP_HOST", server.host)
+        monkeypatch.setenv("DIGEST_SMTP_PORT", str(server.port))
+        code, out, _ = digest("confirm-resend")
+        assert code == 1 and out == "2 pending email subscriber(s); confirmation mail: 1 sent, 1 failed\n"
+        code, out, _ = digest("confirm-resend", "One@Example.com")
+        assert code == 0 and out == "1 pending email subscriber(s); confirmation mail: 1 sent, 0 failed\n"
+        assert [r.rcpt_tos for r in server.received] == [("one@example.com",), ("one@example.com",)]
+        code, _, err = digest("confirm-resend", "active@example.com")
+        assert code == 1 and "not a pending email subscriber (active)" in err and err.count("\n") == 1
+    code, _, err = digest("confirm-resend", "not-an-address")
+    assert code == 2 and err.count("\n") == 1
 
 
 def _unsubscribe(address: str, tmp_path: Path) -> None:

@@ -115,3 +115,50 @@ async def test_a_channel_that_stops_the_run_keeps_the_report(tmp_path: Path) -> 
     assert not report.ok and "mail outbox" in (report.error or "") and "\n" not in (report.error or "")
     assert data["built"] is True and data["published"] is True
     assert data["deliveries"]["email"]["planned"] == 1 and data["deliveries"]["email"]["sent"] == 0
+
+
+def _reports(tmp: Path) -> list[tuple[str, str, int, dict[str, object]]]:
+    db = sqlite3.connect(tmp / "daily.db")
+    try:
+        rows = db.execute("SELECT date, trigger, ok, report FROM run_report ORDER BY id").fetchall()
+    finally:
+        db.close()
+    return [(date, trigger, ok, json.loads(report)) for date, trigger, ok, report in rows]
+
+
+async def test_every_run_stores_its_report_with_its_trigger(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, _samples(tmp_path))
+    first = await _run(settings)
+    async with bootstrap.database(settings) as sessions:
+        await run_daily(None, bootstrap.daily_deps(settings, sessions), "schedule")
+    stored = _reports(tmp_path)
+    day = DAY.isoformat()
+    assert [(d, t, ok) for d, t, ok, _ in stored] == [(day, "run", 1), (day, "schedule", 1)]
+    assert stored[0][3] == first.as_json()
+
+
+async def test_a_failed_run_is_stored_too_and_a_day_without_events_says_so(tmp_path: Path) -> None:
+    from digest.service import admin_text
+
+    toml = tmp_path / "sources.toml"
+    toml.write_text('[[source]]\nkey = "dead"\nname = "Dead"\nurl = "http://127.0.0.1:9/feed"\n')
+    report = await _run(_settings(tmp_path, toml))
+    [(date, trigger, ok, data)] = _reports(tmp_path)
+    assert (date, trigger, ok) == (DAY.isoformat(), "run", 0) and data["error"] == report.error
+    text = admin_text(data, trigger, [])
+    assert "no events in this window" in text and "dead" in text and "FAILED" in text
+
+
+async def test_the_admin_copy_goes_to_the_admin_email_and_names_a_source_failing_days_in_a_row(
+        tmp_path: Path) -> None:
+    samples = _samples(tmp_path)
+    toml = tmp_path / "sources.toml"
+    toml.write_text(samples.read_text() + '\n[[source]]\nkey = "dead"\nname = "Dead"\nurl = "http://127.0.0.1:9/f"\n')
+    settings = _settings(tmp_path, toml, admin_email="admin@example.org")
+    await _run(settings)
+    await _run(settings, reader=False)
+    mails = sorted((tmp_path / "outbox").glob("*.eml"), key=lambda p: p.stat().st_mtime_ns)
+    admin = [p.read_bytes() for p in mails if b"To: admin@example.org" in p.read_bytes()]
+    assert len(admin) == 2
+    assert b"failing several days in a row" not in admin[0]
+    assert b"dead: 2 fetches in a row" in admin[1]

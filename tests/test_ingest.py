@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import itertools
 import json
+import os
 import socket
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -21,9 +25,12 @@ import httpx
 import pytest
 from feeds import arxiv_item, arxiv_listing, atom, github_releases, rfc822, rss
 from feedserver import FeedServer, Reply
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import func, select
 
 from digest.domain.status import FetchStatus
+from digest.ingest import due
 from digest.ingest.pipeline import (
     FetchOptions,
     FetchResult,
@@ -176,6 +183,31 @@ async def test_changed_entry_is_updated_in_place_and_new_ones_added(
     assert set(by_title) == {"a", "b, revised", "c"}
     assert by_title["b, revised"].first_seen == NOW and by_title["b, revised"].updated_at == later
     assert by_title["a"].updated_at == NOW
+
+
+def many(prefix: str, count: int) -> bytes:
+    """``count`` dated items titled ``prefix`` + n, and one undated item (guid ``u:1``)."""
+    items = [{"title": f"{prefix}{n}", "guid": f"g:{n}", "pubDate": rfc822(HOUR_AGO)}
+             for n in range(count)]
+    return rss([*items, {"title": f"{prefix}undated", "guid": "u:1"}])
+
+
+async def test_bulk_writes_span_batches_and_keep_a_fallback_date_on_update(
+    sessions: SessionFactory, server: FeedServer
+) -> None:
+    url = server.serve("/f.xml", Reply(many("t", 1_100)))  # more than two ROW_BATCHes of rows
+    (first,) = await fetch(sessions, spec("f", url))
+    server.serve("/f.xml", Reply(many("revised t", 1_100)))
+    later = NOW + dt.timedelta(hours=2)
+    (second,) = await fetch(sessions, spec("f", url), now=later)
+
+    assert (first.entries_new, second.entries_new, second.entries_updated) == (1_101, 0, 1_101)
+    stored = {e.entry_key: e for e in await entries(sessions, "f")}
+    assert len(stored) == 1_101
+    assert (stored["u:1"].title, stored["u:1"].published, stored["u:1"].updated_at) == (
+        "revised tundated", NOW, later), "an updated entry keeps its first fallback date"
+    assert (stored["g:7"].title, stored["g:7"].published, stored["g:7"].first_seen) == (
+        "revised t7", HOUR_AGO, NOW)
 
 
 async def test_statuses_are_fetch_status_members_stored_and_shown_as_the_same_words(
@@ -471,6 +503,7 @@ async def test_sync_sources_upserts_and_forgets_validators_of_a_moved_feed(
     async with sqlite_sessions() as session:
         rows = await sync_sources(session, [spec("a", "https://a.example/feed")])
         rows["a"].etag, rows["a"].body_hash = '"x"', "h"
+        rows["a"].next_fetch_at = NOW + dt.timedelta(hours=1)
         await session.commit()
     async with sqlite_sessions() as session:
         moved = SourceSpec("a", "Renamed", "https://b.example/feed", "atom", 0.9, False)
@@ -478,7 +511,7 @@ async def test_sync_sources_upserts_and_forgets_validators_of_a_moved_feed(
         await session.commit()
     assert (row.name, row.url, row.kind, row.weight, row.enabled) == (
         "Renamed", "https://b.example/feed", "atom", 0.9, False)
-    assert (row.etag, row.body_hash) == (None, None)
+    assert (row.etag, row.body_hash, row.next_fetch_at) == (None, None, None), "the new URL is due"
     (listed,) = await source_states(sqlite_sessions)
     assert (listed.key, listed.entries, listed.consecutive_failures) == ("a", 0, 0)
 
@@ -513,3 +546,185 @@ async def test_a_full_disk_is_reported_as_storage_not_as_unreachable_sources(
     assert _report(results, as_json=True) == 1
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert "could not be stored" in last and "full" in last and "make demo" not in last
+
+
+# ---------------------------------------------------------------- due times (SQLite)
+
+SY_NS = b'<rss version="2.0" xmlns:sy="http://purl.org/rss/1.0/modules/syndication/">'
+HINT_UNITS = {"max-age": dt.timedelta(seconds=1), "ttl": dt.timedelta(minutes=1)}
+_paths = itertools.count()
+
+
+def hinted(kind: str, value: int, body: bytes) -> Reply:
+    """A reply whose feed says, in one of the three ways, how long to leave it alone."""
+    if kind == "max-age":
+        return Reply(body, headers={"Cache-Control": f"public, max-age={value}"})
+    if kind == "ttl":
+        return Reply(body.replace(b"<channel>", f"<channel><ttl>{value}</ttl>".encode()))
+    channel = f"<channel><sy:updatePeriod>hourly</sy:updatePeriod>" \
+              f"<sy:updateFrequency>{value}</sy:updateFrequency>"
+    return Reply(body.replace(b'<rss version="2.0">', SY_NS)
+                 .replace(b"<channel>", channel.encode()))
+
+
+def hint_interval(kind: str, value: int) -> dt.timedelta:
+    """What the hint says (``sy``: an hour divided by the frequency)."""
+    return dt.timedelta(hours=1) / value if kind == "sy" else HINT_UNITS[kind] * value
+
+
+def clamped(interval: dt.timedelta) -> dt.timedelta:
+    return min(max(interval, FAST.due_floor), FAST.due_ceiling)
+
+
+async def next_fetch_at(sessions: SessionFactory, key: str) -> dt.datetime | None:
+    async with sessions() as session:
+        return await session.scalar(select(Source.next_fetch_at).where(Source.key == key))
+
+
+HINTS = st.one_of(
+    st.tuples(st.just("max-age"), st.integers(1, 200_000)),  # seconds: under 5 min to over a day
+    st.tuples(st.just("ttl"), st.integers(1, 3_000)),  # minutes
+    st.tuples(st.just("sy"), st.integers(1, 30)),  # hourly, 1 to 30 times (floor: 5 min)
+)
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(hint=HINTS)
+async def test_a_feed_is_not_fetched_before_its_hint_says_within_floor_and_ceiling(
+    sqlite_sessions: SessionFactory, server: FeedServer, hint: tuple[str, int]
+) -> None:
+    kind, value = hint
+    path = f"/due-{next(_paths)}.xml"
+    source = spec(path.strip("/").replace(".xml", ""), server.serve(path, hinted(kind, value,
+                                                                                 news("a"))))
+    wait = clamped(hint_interval(kind, value))
+    (first,) = await fetch(sqlite_sessions, source)
+    (early,) = await fetch(sqlite_sessions, source, now=NOW + wait - dt.timedelta(seconds=1))
+    requests_before_due = len(server.requests_to(path))
+    (due,) = await fetch(sqlite_sessions, source, now=NOW + wait)
+
+    assert first.status == "ok"
+    assert await next_fetch_at(sqlite_sessions, source.key) == NOW + 2 * wait  # set again by `due`
+    assert (early.status, early.http_status, early.seconds, early.error) == ("not_due", None, 0, None)
+    assert requests_before_due == 1, "a source that is not due gets no request"
+    assert due.status == "not_modified" and len(server.requests_to(path)) == 2
+
+
+@pytest.mark.parametrize(("kind", "value", "expected"), [
+    ("max-age", 60, dt.timedelta(minutes=5)),  # under the floor
+    ("ttl", 90, dt.timedelta(minutes=90)),
+    ("sy", 4, dt.timedelta(minutes=15)),
+    ("ttl", 60 * 24 * 7, dt.timedelta(hours=24)),  # over the ceiling
+])
+async def test_next_fetch_at_is_the_hint_between_floor_and_ceiling(
+    sqlite_sessions: SessionFactory, server: FeedServer, kind: str, value: int,
+    expected: dt.timedelta
+) -> None:
+    await fetch(sqlite_sessions, spec("f", server.serve("/f.xml", hinted(kind, value, news("a")))))
+    assert await next_fetch_at(sqlite_sessions, "f") == NOW + expected
+
+
+async def test_the_longest_hint_wins_and_an_unchanged_feed_keeps_it_or_brings_its_own(
+    sqlite_sessions: SessionFactory, server: FeedServer
+) -> None:
+    body = news("a").replace(b"<channel>", b"<channel><ttl>30</ttl>")
+    url = server.serve("/f.xml", Reply(body, etag='"v1"', headers={"Cache-Control": "max-age=600"}),
+                       Reply(body, etag='"v1"'),  # a 304: no body, no hint of its own
+                       Reply(body, headers={"Cache-Control": "max-age=7200"}))  # same body
+    source = spec("f", url)
+    await fetch(sqlite_sessions, source)
+    assert await next_fetch_at(sqlite_sessions, "f") == NOW + dt.timedelta(minutes=30)
+    later = NOW + dt.timedelta(minutes=30)
+    (kept,) = await fetch(sqlite_sessions, source, now=later)
+    assert (kept.status, kept.http_status) == ("not_modified", 304)
+    assert await next_fetch_at(sqlite_sessions, "f") == later + dt.timedelta(minutes=30)
+    (told,) = await fetch(sqlite_sessions, source, now=later + dt.timedelta(minutes=30))
+    assert (told.status, told.http_status) == ("not_modified", 200)
+    assert await next_fetch_at(sqlite_sessions, "f") == later + dt.timedelta(minutes=150)
+
+
+async def test_no_hint_no_cache_and_errors_leave_a_source_due(
+    sqlite_sessions: SessionFactory, server: FeedServer
+) -> None:
+    plain = spec("plain", server.serve("/plain.xml", Reply(news("a"))))
+    no_store = spec("nostore", server.serve("/nostore.xml", Reply(news("a"), headers={
+        "Cache-Control": "no-store, max-age=3600"})))
+    failing = spec("failing", server.serve("/failing.xml", hinted("ttl", 60, news("a")),
+                                           Reply(b"gone", status=404)))
+    await fetch(sqlite_sessions, plain, no_store, failing)
+    (error,) = await fetch(sqlite_sessions, failing, force=True)
+    results = await fetch(sqlite_sessions, plain, no_store, failing, now=NOW + dt.timedelta(minutes=1))
+
+    assert error.status == "error"
+    assert [r.status for r in results] == ["not_modified", "not_modified", "error"]
+    assert [await next_fetch_at(sqlite_sessions, k) for k in ("plain", "nostore", "failing")] == [
+        None, None, None]
+
+
+async def test_force_fetches_a_source_that_is_not_due(
+    sqlite_sessions: SessionFactory, server: FeedServer
+) -> None:
+    source = spec("f", server.serve("/f.xml", hinted("ttl", 60, news("a")),
+                                    hinted("ttl", 60, news("a", "b"))))
+    await fetch(sqlite_sessions, source)
+    (skipped,) = await fetch(sqlite_sessions, source)
+    (forced,) = await fetch(sqlite_sessions, source, force=True)
+    (checked,) = await fetch(sqlite_sessions, source, store=False)
+
+    assert skipped.status == "not_due"
+    assert (forced.status, forced.entries_new) == ("ok", 1)
+    assert checked.status == "ok", "a check (store=False) ignores due times"
+    assert len(server.requests_to("/f.xml")) == 3
+
+
+async def test_a_local_file_has_no_due_time_and_is_not_read_when_unchanged(
+    sqlite_sessions: SessionFactory, tmp_path: Path, parse_calls: list[int]
+) -> None:
+    path = tmp_path / "feed.xml"
+    path.write_bytes(news("a").replace(b"<channel>", b"<channel><ttl>600</ttl>"))
+    local = spec("local", str(path))
+    await fetch(sqlite_sessions, local)
+    stamp = path.stat()
+    path.write_bytes(news("b").replace(b"<channel>", b"<channel><ttl>600</ttl>"))  # same size
+    os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    (same_stamp,) = await fetch(sqlite_sessions, local)
+    os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 1))
+    (touched,) = await fetch(sqlite_sessions, local)
+
+    assert await next_fetch_at(sqlite_sessions, "local") is None
+    assert same_stamp.status == "not_modified", "same modification time and size: not read"
+    assert (touched.status, touched.entries_new) == ("ok", 1)
+    assert len(parse_calls) == 2
+
+
+def test_digest_fetch_force_and_exit_status_with_not_due_sources(
+    server: FeedServer, tmp_path: Path
+) -> None:
+    url = server.serve("/f.xml", hinted("ttl", 60, news("a")))
+    sources = tmp_path / "sources.toml"
+    sources.write_text(f'[[source]]\nkey = "f"\nname = "F"\nurl = "{url}"\n', encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DIGEST_")}
+    env |= {"DIGEST_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}",
+            "DIGEST_VAR_DIR": str(tmp_path / "var"), "DIGEST_SOURCES": str(sources),
+            "DIGEST_NOW": NOW.isoformat()}
+
+    def digest_fetch(*args: str) -> tuple[int, list[str]]:
+        done = subprocess.run([sys.executable, "-m", "digest", "fetch", "--json", *args],
+                              capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+        return done.returncode, [row["status"] for row in json.loads(done.stdout or "[]")]
+
+    assert digest_fetch() == (0, ["ok"])
+    assert digest_fetch() == (0, ["not_due"])
+    assert digest_fetch("--force") == (0, ["not_modified"])
+    assert len(server.requests_to("/f.xml")) == 2
+
+
+@pytest.mark.parametrize(("header", "seconds"), [
+    ("max-age=60", 60), ('public, max-age="120"', 120), ("private,max-age=0", 0),
+    ("no-cache, max-age=60", None), ("no-store", None), ("s-maxage=60", None),
+    ("max-age=soon", None), ("", None), (None, None),
+])
+def test_cache_control_max_age(header: str | None, seconds: int | None) -> None:
+    expected = None if seconds is None else dt.timedelta(seconds=seconds)
+    assert due.max_age(header) == expected

@@ -660,3 +660,35 @@ async def test_the_check_copy_is_retried_by_the_senders_policy(sqlite_sessions: 
     with pytest.raises(DeliveryError, match="check copy"):
         await make_runner(sqlite_sessions, {"email": email}, options=options, sleep=sleep).publish(DAY, "en")
     assert len(email.calls) == 3 and sleeps == [1.0, 1.5]
+
+
+async def test_the_report_counts_subscribers_who_joined_after_the_first_publish(
+        sessions: SessionFactory) -> None:
+    await build_day(sessions)
+    await add_subscriber(sessions, "first@example.com")
+    before = NOW - dt.timedelta(hours=1)  # the subscribers below are created at NOW: after it
+    first = await make_runner(sessions, {"email": RecordingChannel("email")},
+                              clock=lambda: before).publish(DAY, "en")
+    assert first.joined_after == 0
+    await add_subscriber(sessions, "late@example.com")
+    await add_subscriber(sessions, "later@example.com")
+    await add_subscriber(sessions, "unconfirmed@example.com", status="pending")
+    again = await make_runner(sessions, {"email": RecordingChannel("email")},
+                              clock=lambda: NOW).publish(DAY, "en")
+    assert again.joined_after == 2 and again.as_json()["joined_after"] == 2
+    assert set(await _rows(sessions)) == {"first@example.com"}
+
+
+async def test_a_partial_digest_is_never_published(sqlite_sessions: SessionFactory) -> None:
+    from sqlalchemy import update
+
+    from digest.store.models import Digest
+
+    await build_day(sqlite_sessions)
+    await add_subscriber(sqlite_sessions, "r@example.com")
+    async with sqlite_sessions.begin() as session:
+        await session.execute(update(Digest).values(partial=True))
+    runner = make_runner(sqlite_sessions, {"email": RecordingChannel("email")})
+    with pytest.raises(BuildError, match="partial") as refused:
+        await runner.publish(DAY, "en")
+    assert "\n" not in str(refused.value) and await _rows(sqlite_sessions) == {}

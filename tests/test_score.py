@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from itertools import pairwise
 
 import pytest
 
@@ -52,12 +53,12 @@ def test_breakdown_sums_exactly_to_the_score_for_many_inputs() -> None:
 def test_rounding_residue_goes_where_rounding_cut_most() -> None:
     weights = ScoreWeights(authority=33.33, relevance=33.33, breadth=33.33, quantitative=0,
                            novelty=0, corroboration=0)
-    result = score([item(weight=0.55)], verdict(layers=4, relevance=0.55), weights)
+    result = score([item(weight=0.55)], verdict(layers=6, relevance=0.55), weights)
     assert_well_formed(result.score, result.breakdown)
-    # 18.33 + 18.33 + 22.22 = 58.88: the rounded parts give 58.8; authority and relevance
-    # lost 0.03 each, breadth 0.02: the tenth goes to one of the tied two (by name: relevance)
-    assert result.score == 58.9
-    assert result.breakdown["relevance"] == 18.4 and result.breakdown["breadth"] == 22.2
+    # 18.33 + 18.33 + 33.33 = 69.99: the rounded parts give 69.9; authority and relevance
+    # lost 0.03 each, breadth nothing: the tenth goes to one of the tied two (by name: relevance)
+    assert result.score == 70.0
+    assert result.breakdown["relevance"] == 18.4 and result.breakdown["breadth"] == 33.3
 
 
 def test_a_full_component_never_passes_its_maximum() -> None:
@@ -132,3 +133,45 @@ def test_real_classification_scores_relevant_news_higher() -> None:
         score([weak], classify(weak, taxonomy)).score)
     with pytest.raises(ValueError):
         score([], classify(strong, taxonomy))
+
+
+# --- breadth with diminishing returns, measured quantities, novelty without footers
+
+
+def test_breadth_has_diminishing_returns_so_a_mis_tag_costs_little() -> None:
+    points = [score([item()], verdict(layers=n)).breakdown["breadth"] for n in range(7)]
+    gains = [b - a for a, b in pairwise(points)]
+    assert points[0] == 0.0 and points[6] == ScoreWeights().breadth
+    assert all(later < earlier for earlier, later in pairwise(gains))
+    assert gains[1] <= gains[0] / 2 + 0.1, "a second (perhaps wrong) layer pays half the first"
+
+
+def _classified(text: str) -> Classification:
+    return classify(Item(1, "blog", "blog", 0.5, "rss", "Faster builds", text, None), TAXONOMY)
+
+
+TAXONOMY = load_taxonomy()
+
+
+def test_minutes_tflops_and_memory_are_quantitative() -> None:
+    text = ("Our compiler cut compile time from 38 minutes to 6 minutes; the generated GEMM kernels "
+            "reach 1,450 TFLOPS and use 12 GB of memory.")
+    verdict_ = _classified(text)
+    assert verdict_.evidence["measures"] == ["38 minutes", "6 minutes", "1,450 TFLOPS", "12 GB"]
+    result = score([item()], verdict_)
+    assert result.breakdown["quantitative"] == ScoreWeights().quantitative
+    assert_well_formed(result.score, result.breakdown)
+
+
+@pytest.mark.parametrize("text", [
+    "We ported our compiler to MLIR. The post Porting to MLIR appeared first on PyTorch.",
+    "Our compiler now generates code for H100, B200, GB300, MI355X and Blackwell GPUs.",
+])
+def test_footers_and_hardware_names_are_no_novelty(text: str) -> None:
+    verdict_ = _classified(text)
+    assert verdict_.totals["novelty"] == 0.0
+    assert score([item()], verdict_).breakdown["novelty"] == 0.0
+
+
+def test_a_first_is_still_novel() -> None:
+    assert _classified("The first open-source compiler for photonic chips.").totals["novelty"] > 0

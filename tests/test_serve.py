@@ -131,7 +131,7 @@ async def test_serve_says_it_serves_once_it_does_and_logs_no_token(tmp_path: Pat
              f"/preferences?%74oken={secrets[4]}", f"/unsubscribe?x=%22&token={secrets[5]}"]
     with serving(tmp_path) as (base, out, err):
         async with httpx.AsyncClient(base_url=base) as c:
-            assert (await c.get("/healthz")).json() == {"status": "ok"}  # serving as soon as it says so
+            assert (await c.get("/healthz")).json()["status"] == "ok"  # serving as soon as it says so
             for path in paths:
                 answer = await c.get(path, headers={"x-forwarded-for": "198.51.100.9"})
                 assert answer.status_code in (200, 400)

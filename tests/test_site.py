@@ -63,7 +63,8 @@ async def test_site_command_writes_a_browsable_archive(
     for date in DATES:
         page = (out / f"d/{date}.html").read_text()
         assert 'id="reads"' not in page and "Reads" not in page and "阅读" not in page
-        assert "Back to the archive" in page and 'href="../index.html"' in page and "Comments" in page
+        assert "Back to the archive" in page and 'href="../index.html"' in page
+        assert 'id="comments"' not in page  # no discussion configured: no bare "Comments" label
         assert 'href="../style.css"' in page and "<style" not in page
     async with sessions() as session:
         view = await load_view(session, DATES[0], "en")
@@ -99,7 +100,7 @@ async def test_html_preview_stands_alone(sqlite_sessions: SessionFactory) -> Non
     page = renderer().render(view, "html")
     assert page.startswith("<!doctype html>") and "<style>" in page and "<link" not in page
     assert f'href="{SITE_URL}/"' in page and f'href="{SITE_URL}/e/{view.events[0].id}"' in page
-    assert "阅读" in page and "评论" in page and "<script" not in page
+    assert "阅读" in page and 'id="comments"' not in page and "<script" not in page
 
 
 async def test_serve_refuses_a_bad_port(tmp_path: Path) -> None:

@@ -81,3 +81,25 @@ def test_a_non_utf8_source_file_is_one_line_naming_file_and_line(tmp_path: Path)
         load_sources(path)
     message = str(info.value)
     assert message.startswith(f"{path}: line 3: not UTF-8") and "\n" not in message
+
+
+def test_the_extra_file_is_added_to_the_built_in_list(tmp_path: Path) -> None:
+    extra = _write(tmp_path, '# mine\n[[source]]\nkey = "mine"\nname = "Mine"\nurl = "https://example.org/feed"\n')
+    specs = load_sources(None, extra)
+    assert [s.key for s in specs][-1] == "mine" and len(specs) == len(load_sources()) + 1
+    assert load_sources(None, tmp_path / "absent.toml") == load_sources()
+
+
+def test_a_key_in_both_files_names_both_lines(tmp_path: Path) -> None:
+    builtin = load_sources()[0].key
+    extra = _write(tmp_path, f'\n[[source]]\nname = "Again"\nkey = "{builtin}"\nurl = "https://e.org/f"\n')
+    with pytest.raises(ConfigError) as err:
+        load_sources(None, extra)
+    message = str(err.value)
+    assert message.startswith(f"{extra}:4: source key {builtin!r} is already in ")
+    assert "sources.toml:" in message.split("already in ")[1] and not message.endswith(":0")
+
+
+def test_digest_sources_replaces_the_list_and_ignores_the_extra(tmp_path: Path) -> None:
+    only = _write(tmp_path, '[[source]]\nkey = "only"\nname = "Only"\nurl = "https://e.org/f"\n')
+    assert [s.key for s in load_sources(only, tmp_path / "whatever.toml")] == ["only"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from typing import Any
 
 import pytest
@@ -58,9 +59,9 @@ def _prefs(view: subs.SubscriberView) -> dict[str, object]:
     ("email", " Reader.Name@EXAMPLE.Com ", "reader.name@example.com"),
     ("telegram", "-1001234567890", "-1001234567890"),
     ("telegram", "123456789", "123456789"),
-    ("discord", "123456789012345678", "channel:123456789012345678"),
+    ("discord", "123456789012345678", "123456789012345678"),
     ("discord", "user:12345678901234567", "user:12345678901234567"),
-    ("discord", "channel:12345678901234567890", "channel:12345678901234567890"),
+    ("discord", "channel:12345678901234567890", "12345678901234567890"),
 ])
 def test_addresses_are_normalised(channel: str, given: str, stored: str) -> None:
     assert validation.validate_address(channel, given) == stored
@@ -323,3 +324,36 @@ async def test_export_import_round_trip_keeps_suppressions(sessions: SessionFact
     assert (report.added, len(report.skipped), report.errors) == (4, 3, [])
     assert exported.splitlines()[0] == "channel,address,layers,min_score,locale,status"
     assert "email,a@example.com,frontend,12.5,en,active" in exported.splitlines()
+
+
+async def test_confirmation_mails_are_paced_and_a_failure_does_not_stop_the_rest() -> None:
+    """The operator's confirmation mails go out at CONFIRM_RATE (an injected clock and sleep)."""
+    from digest.deliver.channels import Message, Outcome, SendResult
+    from digest.deliver.mailer import MailIdentity
+    from digest.domain.ratelimit import per_second
+    from digest.subscribe.confirm import CONFIRM_RATE, ConfirmSetup, send_confirmations
+
+    now = [100.0]
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    sent: list[tuple[str, float]] = []
+
+    async def send(message: Message) -> SendResult:
+        sent.append((message.address, now[0]))
+        return SendResult(Outcome.PERMANENT if message.address == "b@example.org" else Outcome.SENT, 1)
+
+    at = dt.datetime(2026, 9, 29, tzinfo=dt.UTC)
+    views = [subs.SubscriberView(n, "email", f"{c}@example.org", "pending", list(LAYER_IDS), 0.0, "zh",
+                                 at, at, None) for n, c in enumerate("abc", 1)]
+    setup = ConfirmSetup(MailIdentity.from_settings("Digest <d@example.org>", None), "k" * 32,
+                         "https://digest.example", "/confirm", lambda: at)
+    report = await send_confirmations(views, setup, send, per_second(CONFIRM_RATE, clock=lambda: now[0],
+                                                                     sleep=sleep))
+    assert (report.sent, report.failed) == (2, 1)
+    assert [a for a, _ in sent] == ["a@example.org", "b@example.org", "c@example.org"]
+    gaps = [later - earlier for (_, earlier), (_, later) in itertools.pairwise(sent)]
+    assert gaps == [pytest.approx(1 / CONFIRM_RATE)] * 2 and len(slept) == 2

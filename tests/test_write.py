@@ -357,3 +357,76 @@ def test_one_generation_mode_rule_for_the_build_and_the_view(events: list[str], 
     expected = modes[0] if len(set(modes)) == 1 else "mixed"
     assert overall_mode(modes) == expected == _view(events, day).generation_mode
     assert overall_mode([]) == WriteMode.EXTRACTIVE == "extractive"
+
+
+# --- extractive summaries: the lead, the results, no boilerplate; the body excerpt
+
+from digest.write.extractive import body_excerpt, lead, with_excerpt  # noqa: E402
+
+_BLOG = (
+    "By Sofia Mendes and Li Wei. "
+    "Introduction We compiled the whole model with torch.compile and CUDA graphs. "
+    "The team met in Berlin. We also refactored the test suite. "
+    "Compile time fell from 38 minutes to 6 minutes, and decoding reached 1,450 TFLOPS, 1.8x over "
+    "eager mode. "
+    "The post Faster decoding appeared first on PyTorch."
+)
+
+
+def test_lead_keeps_the_lead_and_the_results_without_byline_footer_or_heading() -> None:
+    text = lead(_BLOG, limit=400, most=2)
+    assert text == ("We compiled the whole model with torch.compile and CUDA graphs. "
+                    "Compile time fell from 38 minutes to 6 minutes, and decoding reached "
+                    "1,450 TFLOPS, 1.8x over eager mode.")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["Short one.", "We beat it by 2.5x over eager.", "Results",
+                                 "Another plain sentence here.", "By Ann Lee.", "It ran 3% faster!"]),
+                min_size=1, max_size=12), st.integers(min_value=40, max_value=300))
+def test_lead_never_cuts_a_sentence(parts: list[str], limit: int) -> None:
+    text = lead(" ".join(parts), limit=limit)
+    kept = [p for p in parts if p not in ("Results", "By Ann Lee.")]
+    assert len(text) <= limit
+    if text and kept and len(kept[0]) <= limit:
+        assert text.startswith(kept[0]) and all(s in parts for s in re.split(r"(?<=[.!?]) ", text))
+
+
+def test_body_excerpt_prefers_the_paragraphs_with_results_and_stays_small() -> None:
+    body = "\n\n".join(["Why we did it, at length. " * 20, "Results",
+                        "Inference is 2.1x faster than the eager baseline.",
+                        "Thanks to everyone who helped.",
+                        "The post X appeared first on PyTorch."])
+    excerpt = body_excerpt(body, limit=200)
+    assert excerpt == "Inference is 2.1x faster than the eager baseline. Thanks to everyone who helped."
+    assert with_excerpt("A teaser.", body, 200) == f"A teaser. {excerpt}"
+    assert with_excerpt("A teaser.", "", 200) == "A teaser."
+
+
+def test_the_writers_get_the_summary_and_a_small_excerpt_of_the_body() -> None:
+    from digest.build.event_store import EventRecord
+    from digest.domain.items import Item
+
+    body = "Background at length. " * 10 + "\n\nThe new kernels are 3.2x faster than cuBLAS."
+    entry = Item(1, "blog", "Blog", 0.5, "rss", "Kernels", "A teaser.", None, body=body)
+    record = EventRecord(1, "Kernels", None, True, 0.5, {}, ("kernel_codegen",), False, [entry])
+    (source,) = record.as_input().sources
+    assert source.summary.startswith("A teaser. ")
+    assert "3.2x faster than cuBLAS." in source.summary and len(source.summary) < 1300
+
+
+def test_an_arxiv_paper_cross_listed_three_times_is_one_source() -> None:
+    from digest.build.event_store import EventRecord
+    from digest.domain.items import Item
+    from digest.write.extractive import extractive_event
+
+    listings = [Item(n, f"arxiv-cs.{cat}", f"arXiv cs.{cat.upper()}", 0.7, "arxiv", "Splyce",
+                     "We vectorise sparse co-iteration.", "https://arxiv.org/abs/2409.01234",
+                     arxiv_id="2409.01234") for n, cat in enumerate(("pl", "lg", "ar"), 1)]
+    blog = Item(4, "blog", "A blog", 0.5, "rss", "Splyce explained", "On Splyce.",
+                "https://blog.example/splyce")
+    record = EventRecord(1, "Splyce", None, True, 0.5, {}, ("optimization",), False, [*listings, blog])
+    event = record.as_input()
+    assert [s.url for s in event.sources] == ["https://arxiv.org/abs/2409.01234",
+                                              "https://blog.example/splyce"]
+    assert "reported by 2 sources (arXiv cs.PL, A blog)" in extractive_event(event, "en").why_it_matters

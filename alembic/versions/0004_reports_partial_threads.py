@@ -36,6 +36,12 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column('thread_id', sa.String(length=32), nullable=True))
     with op.batch_alter_table('entry', schema=None) as batch_op:
         batch_op.add_column(sa.Column('body', sa.Text(), nullable=False, server_default=''))
+    # A Discord channel subscriber's address is the bare channel id (it was stored as channel:<id>).
+    subscriber = sa.table('subscriber', sa.column('channel', sa.String()), sa.column('address', sa.String()))
+    op.get_bind().execute(
+        subscriber.update()
+        .where(subscriber.c.channel == 'discord', subscriber.c.address.like('channel:%'))
+        .values(address=sa.func.substr(subscriber.c.address, len('channel:') + 1)))
 
 
 def downgrade() -> None:

@@ -1,11 +1,15 @@
 """Pure decisions about entries: is it news, is it compiler news, which layers it touches.
 
-Relevance needs compiler evidence (the taxonomy's core phrases, or a compiler
-project's own feed); hardware or benchmark words alone never suffice, and
-general-ML evidence (fine-tuning, RLHF, medical imaging...) blocks an entry
-whose compiler evidence is weak. Layers are assigned per layer when the
-weights of its matched phrases reach the layer's threshold, and a relevant
-entry always has one: readers choose layers, so an event with none would
+Relevance needs compiler evidence: the taxonomy's core phrases plus a capped
+share of the layers' phrases (runtime and kernel work such as CUDA graphs or
+FlashAttention counts), and a compiler project's own feed as a prior that
+breaks a tie but never outweighs negative evidence. Hardware or benchmark
+words alone never suffice; general-ML evidence (fine-tuning, RLHF, medical
+imaging...) blocks an entry whose compiler evidence is weak; a community or
+admin post (a board update, office hours, a call for papers) is never news.
+Phrases found only in an entry's body count at the taxonomy's ``body_share``.
+Layers are assigned per layer when the weights of its matched phrases reach
+the layer's threshold, and a relevant entry always has one: readers choose layers, so an event with none would
 reach nobody who filters and show an empty layer row to everyone else.
 """
 
@@ -16,7 +20,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from digest.analyze.taxonomy import Taxonomy, figures
+from digest.analyze.taxonomy import Taxonomy, figures, measurements
 from digest.domain.items import Item
 from digest.domain.layers import LAYER_IDS
 
@@ -33,8 +37,9 @@ class Classification:
     """Whether an entry (or an event's entries) is compiler news, its layers and the evidence.
 
     ``evidence`` maps ``core``, ``negative``, ``novelty``, each layer id and
-    ``source_prior`` to the matched phrases, and ``figures`` to the quantitative
-    figures found; ``totals`` holds the summed weights behind each decision.
+    ``source_prior`` to the matched phrases, ``figures`` to the speed-ups and
+    percentages found and ``measures`` to the measured times, rates and sizes;
+    ``totals`` holds the summed weights behind each decision.
     """
 
     relevant: bool
@@ -64,9 +69,22 @@ def is_news(item: Item, *, include_prereleases: bool = False) -> bool:
     return True
 
 
-def _hits(matched: set[str], table: Mapping[str, float]) -> tuple[list[str], float]:
+Matches = Mapping[str, float]  # matched phrase -> the share of its weight it counts at
+
+
+def _hits(matched: Matches, table: Mapping[str, float]) -> tuple[list[str], float]:
     found = sorted(p for p in matched if p in table)
-    return found, sum((table[p] for p in found), 0.0)
+    return found, sum((table[p] * matched[p] for p in found), 0.0)
+
+
+def _matches(text: str, body: str, taxonomy: Taxonomy) -> dict[str, float]:
+    """Phrases of the title and summary at full weight; those only in the body at ``body_share``.
+
+    A long body mentions much in passing: it is evidence, weaker than the teaser.
+    """
+    lead = taxonomy.matcher.find(text)
+    found = dict.fromkeys(taxonomy.matcher.find(body) - lead, taxonomy.body_share) if body else {}
+    return found | dict.fromkeys(lead, 1.0)
 
 
 def _prior(items: Iterable[Item], taxonomy: Taxonomy) -> tuple[list[str], float]:
@@ -75,34 +93,60 @@ def _prior(items: Iterable[Item], taxonomy: Taxonomy) -> tuple[list[str], float]
     return found, max((taxonomy.source_prior[k] for k in found), default=0.0)
 
 
-def _totals(matched: set[str], figs: int, prior: float, taxonomy: Taxonomy) -> dict[str, float]:
-    totals = {"core": _hits(matched, taxonomy.core)[1] + prior,
+def _totals(matched: Matches, figs: int, prior: float, taxonomy: Taxonomy) -> dict[str, float]:
+    totals = {"core": _hits(matched, taxonomy.core)[1] + prior, "prior": prior,
               "negative": _hits(matched, taxonomy.negative)[1],
               "novelty": _hits(matched, taxonomy.novelty)[1]}
     for lid, rule in taxonomy.layers.items():
         figure_weight = rule.figure_weight * min(figs, rule.max_figures)
         totals[lid] = _hits(matched, rule.phrases)[1] + figure_weight
+    totals["layer_evidence"] = _layer_evidence(matched, taxonomy)
     return totals
 
 
-def _evidence(matched: set[str], figs: list[str], taxonomy: Taxonomy) -> dict[str, list[str]]:
+def _layer_evidence(matched: Matches, taxonomy: Taxonomy) -> float:
+    """The compiler evidence the layers' phrases give: a capped share of their weights.
+
+    Hardware and benchmark words and figures are not among them, and a phrase
+    that is already core evidence counts there only (once towards relevance).
+    """
+    own = {p: share for p, share in matched.items() if p not in taxonomy.core}
+    weight = sum(_hits(own, taxonomy.layers[lid].phrases)[1] for lid in taxonomy.evidence_layers)
+    return min(taxonomy.layer_evidence_cap, taxonomy.layer_evidence * weight)
+
+
+def _evidence(matched: Matches, figs: list[str], measures: list[str],
+              taxonomy: Taxonomy) -> dict[str, list[str]]:
     tables = {"core": taxonomy.core, "negative": taxonomy.negative, "novelty": taxonomy.novelty}
     tables.update({lid: rule.phrases for lid, rule in taxonomy.layers.items()})
     evidence = {name: _hits(matched, table)[0] for name, table in tables.items()}
     evidence["figures"] = figs
+    evidence["measures"] = measures
     return {name: found for name, found in evidence.items() if found}
 
 
 def relevance_distance(totals: Mapping[str, float], taxonomy: Taxonomy) -> float:
     """How far the compiler evidence is from the relevance decision: >= 0 means compiler news.
 
-    Both conditions must hold: ``core`` reaches the threshold, and it beats the
-    negative evidence by the margin; the distance is the smaller of the two slacks.
-    Compiler news is relevant when it also has a layer (:func:`decide`).
+    Compiler evidence is the core phrases plus the layers' share
+    (``layer_evidence``). Three conditions must hold: it reaches the threshold
+    with the source prior; it beats the negative evidence by the margin, where
+    the prior counts at most the margin (a prior breaks a tie, it never
+    outweighs negative evidence); and the titles are not a community/admin
+    post (``community`` at most its threshold). The distance is the smallest
+    slack. Compiler news is relevant when it also has a layer (:func:`decide`).
     """
-    compiler, negative = totals["core"], totals["negative"]
-    return min(compiler - taxonomy.relevance_threshold,
-               compiler - negative - taxonomy.relevance_margin)
+    prior = totals.get("prior", 0.0)
+    text = totals["core"] - prior + totals.get("layer_evidence", 0.0)
+    return min(text + prior - taxonomy.relevance_threshold,
+               text + min(prior, taxonomy.relevance_margin) - totals["negative"]
+               - taxonomy.relevance_margin,
+               taxonomy.community_threshold - totals.get("community", 0.0))
+
+
+def is_community(totals: Mapping[str, float], taxonomy: Taxonomy) -> bool:
+    """Whether the titles make this a community/admin post (never news, whatever the source)."""
+    return totals.get("community", 0.0) > taxonomy.community_threshold
 
 
 def _is_relevant(totals: Mapping[str, float], taxonomy: Taxonomy) -> bool:
@@ -133,13 +177,28 @@ def decide(totals: Mapping[str, float], taxonomy: Taxonomy,
     return True, _strength(totals, taxonomy), layers
 
 
-def classify_text(text: str, taxonomy: Taxonomy, *, prior: float = 0.0) -> Classification:
-    """Classify a text, with ``prior`` extra compiler evidence from the source."""
-    matched = taxonomy.matcher.find(text)
-    figs = figures(text)
+def classify_text(text: str, taxonomy: Taxonomy, *, prior: float = 0.0,
+                  titles: Sequence[str] = (), body: str = "") -> Classification:
+    """Classify a text (titles and summaries) and ``body``, with ``prior`` from the source.
+
+    ``titles`` are read for community/admin phrases: an event is a community
+    post when every one of its titles says so. Figures count wherever they are.
+    """
+    matched = _matches(text, body, taxonomy)
+    whole = f"{text}\n\n{body}" if body else text
+    figs = figures(whole)
     totals = _totals(matched, len(figs), prior, taxonomy)
+    totals["community"] = _community(titles, taxonomy)
     relevant, strength, layers = decide(totals, taxonomy, _is_relevant(totals, taxonomy))
-    return Classification(relevant, strength, layers, _evidence(matched, figs, taxonomy), totals)
+    evidence = _evidence(matched, figs, measurements(whole), taxonomy)
+    return Classification(relevant, strength, layers, evidence, totals)
+
+
+def _community(titles: Sequence[str], taxonomy: Taxonomy) -> float:
+    """The weakest title's community evidence (0 without titles)."""
+    weights = [_hits(dict.fromkeys(taxonomy.matcher.find(t), 1.0), taxonomy.community)[1]
+               for t in titles]
+    return min(weights, default=0.0)
 
 
 def classify_items(items: Sequence[Item], taxonomy: Taxonomy) -> Classification:
@@ -147,8 +206,10 @@ def classify_items(items: Sequence[Item], taxonomy: Taxonomy) -> Classification:
     if not items:
         raise ValueError("classify_items needs at least one item")
     prior_keys, prior = _prior(items, taxonomy)
-    text = "\n\n".join(dict.fromkeys(item.text for item in items))
-    result = classify_text(text, taxonomy, prior=prior)
+    text = "\n\n".join(dict.fromkeys(item.lead_text for item in items))
+    body = "\n\n".join(dict.fromkeys(item.body for item in items if item.body))
+    result = classify_text(text, taxonomy, prior=prior, titles=[item.title for item in items],
+                           body=body)
     if prior_keys:
         result.evidence["source_prior"] = prior_keys
     return result
@@ -165,9 +226,10 @@ def is_borderline(verdict: Classification, taxonomy: Taxonomy) -> bool:
     Close means the compiler evidence lies within ``taxonomy.triage_band`` of the
     decision (:func:`relevance_distance`), on either side: not relevant but close,
     or relevant but weak. A band of 0 makes nothing borderline, and so does the
-    lack of a layer: no answer could make such an event relevant (:func:`decide`).
+    lack of a layer: no answer could make such an event relevant (:func:`decide`);
+    nor is a community/admin post (no second opinion makes it news).
     """
-    if not layers_of(verdict.totals, taxonomy):
+    if not layers_of(verdict.totals, taxonomy) or is_community(verdict.totals, taxonomy):
         return False
     return abs(relevance_distance(verdict.totals, taxonomy)) < taxonomy.triage_band
 

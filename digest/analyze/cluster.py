@@ -2,9 +2,12 @@
 
 Two entries are one piece of work when they share an identity key (the same
 arXiv id in any version, DOI, GitHub repo@tag or canonical URL), when one
-links the other (a post linking arxiv.org/abs/<id>, or the other entry's
-URL), or when their titles are near-identical. Links from round-ups (a post
-whose links reach more than two other works) join nothing. Union-find over
+links the other and is about it, or when their titles are near-identical. A
+link is evidence, not identity: a post linking arxiv.org/abs/<id> (or the
+other entry's URL) joins it only when the post's text names at least half of
+the linked entry's title words (a GSoC post citing a paper is not that paper).
+Links from round-ups (a post whose links reach more than two other works) join
+nothing; a link to an already known event joins it (its text is not at hand). Union-find over
 entry indices; titles are compared only inside small blocks of entries that
 share one of their rarest words, so thousands of entries take well under a
 second.
@@ -203,14 +206,34 @@ def _join_identities(uf: _UnionFind, ids: list[list[str]]) -> dict[str, int]:
     return owner
 
 
-def _join_references(
-    uf: _UnionFind, refs: list[list[str]], owner: dict[str, int], nodes: dict[str, int]
-) -> None:
+def _join_references(uf: _UnionFind, items: Sequence[Item], refs: list[list[str]],
+                     owner: dict[str, int], nodes: dict[str, int]) -> None:
     for index, keys in enumerate(refs):
         targets = {owner.get(key, nodes.get(key, index)) for key in keys} - {index}
         if len(targets) <= MAX_LINK_TARGETS:
             for target in targets:
-                uf.union(index, target)
+                if target >= len(items) or is_about(items[index], items[target]):
+                    uf.union(index, target)
+
+
+_MIN_WORD = 3
+_STOPWORDS = frozenset(str.split("the and for with from via into our its are new how what why"))
+REFERENCE_OVERLAP = 0.5
+
+
+def _content_words(title: str) -> set[str]:
+    """A title's words that can name a work: three letters or more, or with a digit."""
+    return {w for w in title_words(title)
+            if (len(w) >= _MIN_WORD and w not in _STOPWORDS) or any(c.isdigit() for c in w)}
+
+
+def is_about(linker: Item, target: Item) -> bool:
+    """Whether ``linker``'s text names at least half of ``target``'s title words (not just links it)."""
+    wanted = _content_words(target.title)
+    if not wanted:
+        return False
+    said = set(title_words(f"{linker.title} {linker.summary} {linker.body}"))
+    return len(wanted & said) >= REFERENCE_OVERLAP * len(wanted)
 
 
 def _known_nodes(known: Mapping[str, int], count: int) -> tuple[dict[str, int], dict[int, int]]:
@@ -277,7 +300,7 @@ def cluster(items: Sequence[Item], *, known: Mapping[str, int] | None = None) ->
         for key in keys:
             if key in nodes:
                 uf.union(index, nodes[key])
-    _join_references(uf, refs, owner, nodes)
+    _join_references(uf, items, refs, owner, nodes)
     _join_titles(uf, items)
     return _collect(items, uf, ids, refs, event_of_node)
 

@@ -4,9 +4,12 @@ Components (points up to the weight of each):
 
 - authority      the best source's authority weight (0..1)
 - relevance      the classifier's relevance strength (0..1)
-- breadth        how many compiler-stack layers the event touches
-- quantitative   speed-ups, percentages and roofline/throughput/latency figures
-- novelty        firsts and new hardware generations (taxonomy [novelty])
+- breadth        how many compiler-stack layers the event touches, with diminishing
+                 returns (each further layer pays half the one before: a mis-tag
+                 costs little)
+- quantitative   speed-ups, percentages, measured times, rates and sizes ("38
+                 minutes", "1,450 TFLOPS", "12 GB") and roofline/throughput/latency
+- novelty        firsts and new things (taxonomy [novelty]; not hardware names)
 - corroboration  how many distinct publishers report it (arXiv cross-lists count once)
 - prerelease     negative: pre-releases and nightlies lose a share of their points
 
@@ -88,8 +91,16 @@ def _fraction(value: float, full: float) -> float:
     return 0.0 if full <= 0 else max(0.0, min(1.0, value / full))
 
 
+def _breadth(layers: int, full: int) -> float:
+    """The share of breadth points: 1/2 for one layer, then 1/4, 1/8... normalised at ``full``."""
+    if full <= 0:
+        return 0.0
+    return _fraction(1.0 - 0.5 ** layers, 1.0 - 0.5 ** full)
+
+
 def _quantitative_signals(classification: Classification) -> int:
-    figures = len(classification.evidence.get("figures", []))
+    evidence = classification.evidence
+    figures = len(evidence.get("figures", [])) + len(evidence.get("measures", []))
     words = {w for lid in ("benchmark", "runtime") for w in classification.evidence.get(lid, [])}
     named = sum(w in words for w in _QUANT_WORDS if w == "roofline" or figures)
     return figures + named
@@ -102,7 +113,7 @@ def _raw_points(
     return {
         "authority": w.authority * _fraction(max(i.source_weight for i in items), 1.0),
         "relevance": w.relevance * _fraction(classification.relevance, 1.0),
-        "breadth": w.breadth * _fraction(len(classification.layers), w.full_breadth_layers),
+        "breadth": w.breadth * _breadth(len(classification.layers), w.full_breadth_layers),
         "quantitative": w.quantitative * _fraction(
             _quantitative_signals(classification), w.full_quantitative_signals),
         "novelty": w.novelty * _fraction(novelty, w.full_novelty),

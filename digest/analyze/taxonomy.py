@@ -34,8 +34,10 @@ _DASHES = re.compile(r"[-‐‑‒–—]")
 _SPEEDUP_SIGNS = ("x", "×", "倍")
 # After a ratio's sign: a shape or a name ("4x4", "2x_"), or a count of hardware ("8x H100", "4x GPUs").
 _NOT_A_SPEEDUP = re.compile(r"[a-z0-9_]|\s*(?:[a-z]+\d{2,}|gpus?|nodes?|cores?)", re.I)
-_TOP_KEYS = {"version", "relevance", "negative", "source_prior", "novelty", "layers"}
-_RELEVANCE_KEYS = {"threshold", "margin", "saturation", "layer_share", "triage_band", "core"}
+_TOP_KEYS = {"version", "relevance", "negative", "source_prior", "novelty", "layers", "community"}
+_RELEVANCE_KEYS = {"threshold", "margin", "saturation", "layer_share", "triage_band", "core",
+                   "layer_evidence", "layer_evidence_cap", "evidence_layers", "body_share"}
+_COMMUNITY_KEYS = {"threshold", "phrases"}
 _LAYER_KEYS = {"threshold", "phrases", "figure_weight", "max_figures"}
 
 
@@ -57,6 +59,27 @@ def figures(text: str) -> list[str]:
                 and not _NOT_A_SPEEDUP.match(normal, f.end)]
     percents = [f for f in found if f.kind == "percent" and f.unit == "%"]
     return list(dict.fromkeys(f.compact for f in [*speedups, *percents]))
+
+
+_MEASURE_UNIT = re.compile(
+    r"\s?(?:[kmgtpe]?flop/?s|[kmgtpe]?flops|tokens?/s|tok/s|qps|"
+    r"[kmgtp]i?b|bytes|ms|µs|us|ns|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?|days?)(?![a-z0-9])",
+    re.I)
+
+
+def measurements(text: str) -> list[str]:
+    """Distinct measured quantities: times, throughput and memory ("38 minutes", "1,450 TFLOPS").
+
+    Figures without a sign of their own (speed-ups and percentages are
+    :func:`figures`) followed by a unit of time, compute rate or memory.
+    """
+    normal = normalise(text)
+    found = []
+    for figure in extract_figures(text):
+        unit = _MEASURE_UNIT.match(normal, figure.end)
+        if figure.kind == "" and not figure.scaled and unit:
+            found.append(f"{figure.number} {unit.group(0).strip()}")
+    return list(dict.fromkeys(found))
 
 
 @dataclass(frozen=True)
@@ -139,6 +162,15 @@ class Taxonomy:
     layer_share: float
     triage_band: float  # relevance decisions this close are borderline (LLM triage)
     matcher: PhraseMatcher = field(compare=False, repr=False)
+    # Layer evidence counted as compiler evidence: a share of the phrase weights of
+    # ``evidence_layers`` (never hardware or benchmark words), at most the cap.
+    layer_evidence: float = 0.0
+    layer_evidence_cap: float = 0.0
+    evidence_layers: tuple[str, ...] = ()
+    # Community/admin posts (boards, office hours, calls for papers): matched in titles.
+    community: Mapping[str, float] = field(default_factory=dict)
+    community_threshold: float = 0.0
+    body_share: float = 1.0  # the share of its weight a phrase found only in a body counts at
 
 
 def _weights(table: object, where: str) -> dict[str, float]:
@@ -190,6 +222,23 @@ def _layers(table: object) -> dict[str, LayerRule]:
     return {lid: _layer(lid, table[lid]) for lid in LAYER_IDS}
 
 
+def _evidence_layers(rel: Mapping[str, Any]) -> tuple[str, ...]:
+    ids = rel.get("evidence_layers", [])
+    if not isinstance(ids, list) or any(lid not in LAYER_IDS for lid in ids):
+        raise ConfigError(f"taxonomy: [relevance] evidence_layers must list layer ids of "
+                          f"{', '.join(LAYER_IDS)}")
+    return tuple(ids)
+
+
+def _community(table: object) -> tuple[dict[str, float], float]:
+    if table is None:
+        return {}, 0.0
+    if not isinstance(table, dict):
+        raise ConfigError("taxonomy: [community] must be a table")
+    _unknown(table, _COMMUNITY_KEYS, "community")
+    return _weights(table.get("phrases"), "community.phrases"), _number(table, "threshold", "community")
+
+
 def build_taxonomy(data: Mapping[str, Any]) -> Taxonomy:
     """A taxonomy from parsed TOML data; raise ConfigError naming what is wrong."""
     _unknown(data, _TOP_KEYS, "top level")
@@ -202,7 +251,8 @@ def build_taxonomy(data: Mapping[str, Any]) -> Taxonomy:
     novelty = _weights(data.get("novelty"), "novelty")
     prior = _weights(data["source_prior"], "source_prior") if "source_prior" in data else {}
     layers = _layers(data.get("layers"))
-    every = [*core, *negative, *novelty]
+    community, community_threshold = _community(data.get("community"))
+    every = [*core, *negative, *novelty, *community]
     every += [p for rule in layers.values() for p in rule.phrases]
     if _number(rel, "saturation", "relevance", 8.0) <= 0:
         raise ConfigError("taxonomy: [relevance] saturation must be positive")
@@ -216,6 +266,11 @@ def build_taxonomy(data: Mapping[str, Any]) -> Taxonomy:
         layer_share=_number(rel, "layer_share", "relevance", 0.0),
         triage_band=_number(rel, "triage_band", "relevance", 0.0),
         matcher=PhraseMatcher(every),
+        layer_evidence=_number(rel, "layer_evidence", "relevance", 0.0),
+        layer_evidence_cap=_number(rel, "layer_evidence_cap", "relevance", 0.0),
+        evidence_layers=_evidence_layers(rel),
+        community=community, community_threshold=community_threshold,
+        body_share=_number(rel, "body_share", "relevance", 1.0),
     )
 
 

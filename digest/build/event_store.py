@@ -25,6 +25,7 @@ from digest.domain.items import Item
 from digest.domain.writeups import EventInput, SourceText
 from digest.store.models import Digest, DigestEvent, Entry, Event, EventEntry, Source
 from digest.store.queries import event_entries
+from digest.write.extractive import with_excerpt
 
 KNOWN_LOOKBACK = dt.timedelta(days=30)
 log = logging.getLogger(__name__)
@@ -46,12 +47,25 @@ class EventRecord:
     items: list[Item] = field(default_factory=list)
 
     def as_input(self) -> EventInput:
-        """The writer's input: title, layers, score and every source's text."""
+        """The writer's input: title, layers, score and every source's text (summary + body excerpt)."""
         sources = tuple(
-            SourceText(name=i.source_name, url=i.url, title=i.title, summary=i.summary)
-            for i in self.items
+            SourceText(name=i.source_name, url=i.url, title=i.title,
+                       summary=with_excerpt(i.summary, i.body))
+            for i in _one_per_work(self.items)
         )
         return EventInput(self.event_id, self.title, self.layers, self.score, sources)
+
+
+def _one_per_work(items: Sequence[Item]) -> list[Item]:
+    """The items minus repeats of one work (an arXiv paper cross-listed in three categories)."""
+    seen: set[str] = set()
+    kept = []
+    for item in items:
+        key = next(iter(identity_keys(item)), f"entry:{item.entry_id}")
+        if key not in seen:
+            seen.add(key)
+            kept.append(item)
+    return kept
 
 
 @dataclass(frozen=True)
@@ -82,7 +96,7 @@ def to_item(entry: Entry, source: Source) -> Item:
         url=entry.canonical_url or entry.url, links=tuple(entry.links or ()),
         published=entry.published, arxiv_id=entry.arxiv_id, arxiv_version=entry.arxiv_version,
         announce_type=entry.announce_type, doi=entry.doi, repo=entry.repo, tag=entry.tag,
-        prerelease=entry.prerelease,
+        prerelease=entry.prerelease, body=entry.body or "",
     )
 
 

@@ -27,16 +27,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from digest.analyze.score import ScoreWeights
 from digest.analyze.taxonomy import Taxonomy, load_taxonomy
 from digest.build.analyze import analyze
 from digest.build.event_store import EventRecord, to_item
-from digest.domain.status import WriteMode
+from digest.domain.errors import UsageError
+from digest.domain.status import FetchStatus, WriteMode
 from digest.domain.window import Window, date_of, window_for
 from digest.domain.writeups import DayWriteup, EventInput, EventWriteup, overall_mode
+from digest.store import search
 from digest.store.db import SessionFactory
 from digest.store.models import Digest, DigestEvent, DigestText, Entry, FetchLog, Source, Writeup
 from digest.write.llm import LLMClient
@@ -63,6 +65,8 @@ class BuildOptions:
     llm_concurrency: int = 4
     include_prereleases: bool = False
     weights: ScoreWeights = field(default_factory=ScoreWeights)
+    source_keys: frozenset[str] | None = None  # the sources file in use; None: every stored source
+    partial: bool = False  # the window is still open: a draft, never published or listed
 
 
 @dataclass
@@ -80,6 +84,7 @@ class BuildReport:
     generation_mode: str = WriteMode.EXTRACTIVE
     llm: dict[str, Any] = field(default_factory=dict)
     triage: dict[str, int] = field(default_factory=dict)
+    partial: bool = False
 
 
 async def build_digest(
@@ -96,12 +101,14 @@ async def build_digest(
     window = window_for(date, options.timezone)
     async with sessions() as session:
         existing = await session.scalar(select(Digest).where(Digest.date == date))
-    if existing is not None and not force:
+    # a partial digest is built again: refreshed while its window is open, replaced once it closed
+    if existing is not None and not force and not existing.partial:
         kept = existing.stats
         return BuildReport(date, existing.id, False, events=int(kept.get("events", 0)),
                            entries=int(kept.get("entries", 0)), late=int(kept.get("late", 0)),
                            tokens=0, triage=dict(kept.get("triage", {})),
-                           generation_mode=str(existing.generation_modes.get("overall", "")))
+                           generation_mode=str(existing.generation_modes.get("overall", "")),
+                           partial=existing.partial)
     taxonomy = taxonomy or load_taxonomy()
     selection = await _select(sessions, window, options, existing)
     stats = WriteStats()
@@ -111,7 +118,28 @@ async def build_digest(
     ranked = _rank(analysis.records, options.max_events)
     texts = await _write_all(ranked, options, date, llm, stats)
     outcome = _Outcome(ranked, texts, stats, analysis.triage.as_dict())
-    return await _store(sessions, window, selection, outcome, now, existing)
+    return await _store(sessions, window, selection, outcome, now, existing, options)
+
+
+async def check_buildable(sessions: SessionFactory, date: dt.date, now: dt.datetime, tz: str, *,
+                          partial: bool) -> None:
+    """UsageError for a date that cannot be built now: still open without ``partial``, or never.
+
+    A window that has not begun, or that ended before the first stored entry, would give
+    an empty digest that stays in the archive for good.
+    """
+    window = window_for(date, tz)
+    if window.start > now:
+        raise UsageError(f"{date} is in the future: its window opens {window.start:%Y-%m-%d %H:%M} UTC")
+    if window.end > now and not partial:
+        raise UsageError(f"the window of {date} is still open until {window.end:%Y-%m-%d %H:%M} UTC; "
+                         "use --partial for a draft (never published or listed)")
+    async with sessions() as session:
+        first = await session.scalar(select(func.min(Entry.published)))
+    if first is None:
+        raise UsageError("no entries stored yet; run `digest fetch` first")
+    if window.end <= first:
+        raise UsageError(f"{date} is before the first stored entry ({first:%Y-%m-%d}); nothing to build")
 
 
 @dataclass
@@ -240,15 +268,18 @@ async def _store(
     outcome: _Outcome,
     now: dt.datetime,
     existing: Digest | None,
+    options: BuildOptions,
 ) -> BuildReport:
     ranked, stats = outcome.ranked, outcome.stats
     modes = _modes(outcome.texts)
     async with sessions.begin() as session:
         digest = await _digest_row(session, window, existing, now)
-        digest.stats = await _stats(session, window, selection, outcome, now)
+        digest.partial = options.partial and (existing is None or existing.partial)  # never un-finish one
+        digest.stats = await _stats(session, window, selection, outcome, now, options.source_keys)
         digest.generation_modes = modes
         digest.tokens = stats.tokens
         await _store_snapshot(session, digest.id, ranked, outcome.texts, now)
+        await search.refresh(session, digest.id)  # the search index follows every (re)build
         await session.execute(
             update(Entry).where(Entry.id.in_([e.id for e in selection.entries]))
             .values(digest_id=digest.id)
@@ -261,7 +292,7 @@ async def _store(
         window.date, digest.id, True, entries=len(selection.entries),
         late=len(selection.late_ids), candidates=len(selection.entries), events=len(ranked),
         tokens=stats.tokens, generation_mode=modes["overall"], llm=stats.as_dict(),
-        triage=outcome.triage,
+        triage=outcome.triage, partial=options.partial,
     )
 
 
@@ -343,6 +374,7 @@ async def _stats(
     selection: _Selection,
     outcome: _Outcome,
     now: dt.datetime,
+    source_keys: frozenset[str] | None,
 ) -> dict[str, Any]:
     by_source = Counter(selection.sources[e.source_id].key for e in selection.entries)
     by_name = Counter(publisher(selection.sources[e.source_id]) for e in selection.entries)
@@ -352,7 +384,7 @@ async def _stats(
         "events": len(outcome.ranked),
         "entries_by_source": dict(sorted(by_source.items())),
         "entries_by_publisher": dict(by_name.most_common()),
-        "failed_sources": await _failed_sources(session, window, now),
+        "failed_sources": await _failed_sources(session, window, now, source_keys),
         "llm": outcome.stats.as_dict(),
         "triage": outcome.triage,
     }
@@ -363,8 +395,12 @@ def publisher(source: Source) -> str:
     return {"arxiv": "arXiv", "github-releases": "GitHub"}.get(source.kind, source.name)
 
 
-async def _failed_sources(session: AsyncSession, window: Window, now: dt.datetime) -> list[str]:
-    """Sources whose every fetch in the window (up to the build) failed."""
+async def _failed_sources(session: AsyncSession, window: Window, now: dt.datetime,
+                          keys: frozenset[str] | None) -> list[str]:
+    """Sources of the file in use (``keys``) whose every fetch in the window (up to the build) failed.
+
+    A source stored by an earlier run on another sources file is not this digest's concern.
+    """
     rows = (await session.execute(
         select(Source.key, FetchLog.status)
         .join(FetchLog, FetchLog.source_id == Source.id)
@@ -373,4 +409,5 @@ async def _failed_sources(session: AsyncSession, window: Window, now: dt.datetim
     outcomes: dict[str, set[str]] = {}
     for key, status in rows:
         outcomes.setdefault(key, set()).add(status)
-    return sorted(key for key, seen in outcomes.items() if seen == {"error"})
+    return sorted(key for key, seen in outcomes.items()
+                  if seen == {FetchStatus.ERROR} and (keys is None or key in keys))

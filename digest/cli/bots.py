@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from digest.config import Settings
 from digest.domain.errors import UsageError
+
+if TYPE_CHECKING:
+    from digest.config import Settings
 
 GROUP = "compiler_digest.bots"
 

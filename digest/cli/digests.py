@@ -8,8 +8,15 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from digest import bootstrap
-from digest.cli.output import format_table, iso_date, print_json, tell_wait
-from digest.config import Settings
+from digest.cli.output import (
+    checked_min_score,
+    expand_layers,
+    format_table,
+    iso_date,
+    layers_help,
+    print_json,
+    tell_wait,
+)
 from digest.domain.errors import UsageError
 from digest.domain.layers import parse_layers
 from digest.domain.locales import LOCALES
@@ -17,6 +24,7 @@ from digest.domain.window import latest_closed, window_for
 
 if TYPE_CHECKING:
     from digest.build.pipeline import BuildReport
+    from digest.config import Settings
 
 PREVIEW_FORMATS = ("md", "text", "html", "json", "telegram", "discord", "email")
 
@@ -27,36 +35,45 @@ def add_commands(sub: Any) -> None:
     build.add_argument("--date", type=iso_date, help="YYYY-MM-DD (default: latest closed window)")
     build.add_argument("--force", action="store_true", help="rebuild even if already built")
     build.add_argument("--json", action="store_true", help="print the build report as JSON")
+    build.add_argument("--partial", action="store_true",
+                       help="build today's still-open window as a draft: never published or listed")
     build.add_argument("--no-wait", dest="wait", action="store_false",
                        help="exit 1 if another build of the date is running (default: wait for it)")
     build.set_defaults(handler=build_cmd)
 
     preview = sub.add_parser("preview", help="print a built digest in one format")
-    preview.add_argument("--date", type=iso_date, required=True)
-    preview.add_argument("--format", choices=PREVIEW_FORMATS, default="md")
-    preview.add_argument("--locale", choices=LOCALES, default=None)
-    preview.add_argument("--layers", default=None, help="comma-separated layer ids")
-    preview.add_argument("--min-score", type=float, default=None)
+    preview.add_argument("--date", type=iso_date, required=True, help="the digest's date, YYYY-MM-DD")
+    preview.add_argument("--format", choices=PREVIEW_FORMATS, default="md",
+                         help="output format (default md; email is the whole .eml)")
+    preview.add_argument("--locale", choices=LOCALES, default=None,
+                         help="language (default: the first of DIGEST_LOCALES)")
+    preview.add_argument("--layers", default=None, help=layers_help("only events in these layers"))
+    preview.add_argument("--min-score", type=float, default=None,
+                         help="only events scoring at least this, 0 to 100")
     preview.set_defaults(handler=preview_cmd)
 
     events = sub.add_parser("events", help="every candidate event of a date's window")
-    events.add_argument("--date", type=iso_date, required=True)
-    events.add_argument("--json", action="store_true")
+    events.add_argument("--date", type=iso_date, required=True, help="the window's date, YYYY-MM-DD")
+    events.add_argument("--json", action="store_true", help="print a JSON array")
     events.set_defaults(handler=events_cmd)
 
 
-async def _build(settings: Settings, date: dt.date, now: dt.datetime, force: bool,
-                 wait: bool) -> BuildReport:
+async def _build(settings: Settings, date: dt.date, now: dt.datetime,
+                 args: argparse.Namespace) -> BuildReport:
     """Build under the date's lock: a concurrent build of it is waited for, then found built."""
     # the build pipeline brings SQLAlchemy, the analysers and openai: imported here, not for --help
-    from digest.build.pipeline import build_digest
+    from dataclasses import replace
+
+    from digest.build.pipeline import build_digest, check_buildable
     from digest.store.locks import build_lock
 
-    async with bootstrap.run_lock(settings, build_lock(date), wait=wait, on_wait=tell_wait), \
-            bootstrap.database(settings) as sessions, \
-            bootstrap.llm_client(settings, sessions, now) as llm:
-        return await build_digest(sessions, date, bootstrap.build_options(settings), now=now,
-                                  force=force, llm=llm)
+    partial = window_for(date, settings.timezone).end > now
+    options = replace(bootstrap.build_options(settings), partial=partial)  # a bad setting first
+    async with bootstrap.run_lock(settings, build_lock(date), wait=args.wait, on_wait=tell_wait), \
+            bootstrap.database(settings) as sessions:
+        await check_buildable(sessions, date, now, settings.timezone, partial=args.partial)
+        async with bootstrap.llm_client(settings, sessions, now) as llm:
+            return await build_digest(sessions, date, options, now=now, force=args.force, llm=llm)
 
 
 def print_build(report: BuildReport, as_json: bool) -> None:
@@ -69,18 +86,16 @@ def print_build(report: BuildReport, as_json: bool) -> None:
         print_json(data)
         return
     verb = "built" if report.created else "already built (use --force to rebuild)"
-    print(f"digest {report.date}: {verb}; {report.events} events from {report.entries} entries"
+    draft = " (partial: not published or listed; rebuilt once the window closes)" if report.partial else ""
+    print(f"digest {report.date}: {verb}{draft}; {report.events} events from {report.entries} entries"
           f" ({report.late} late); mode {report.generation_mode}; {report.tokens} LLM tokens")
 
 
 async def build_cmd(settings: Settings, args: argparse.Namespace) -> int:
-    """``digest build --date D [--force]``."""
+    """``digest build --date D [--force] [--partial]``: a date that can never be built is refused (exit 2)."""
     now = bootstrap.clock(settings)()
     date = args.date or latest_closed(now, settings.timezone)
-    if window_for(date, settings.timezone).end > now and not args.force:
-        print(f"digest: note: the window of {date} is still open; building what is there",
-              file=sys.stderr)
-    print_build(await _build(settings, date, now, args.force, args.wait), args.json)
+    print_build(await _build(settings, date, now, args), args.json)
     return 0
 
 
@@ -90,13 +105,14 @@ async def preview_cmd(settings: Settings, args: argparse.Namespace) -> int:
     from digest.store.queries import load_view
 
     try:
-        layers = parse_layers(args.layers) if args.layers is not None else None
+        layers = parse_layers(expand_layers(args.layers) or "") if args.layers is not None else None
     except ValueError as exc:
         raise UsageError(f"--layers: {exc}") from None
+    min_score = checked_min_score(args.min_score)
     locale = args.locale or settings.locales[0]
     async with bootstrap.database(settings) as sessions, sessions() as session:
         view = await load_view(session, args.date, locale)
-    view = filter_view(view, layers, args.min_score)
+    view = filter_view(view, layers, min_score)
     if args.format == "email":
         sys.stdout.write(bootstrap.preview_eml(view, settings))
     else:

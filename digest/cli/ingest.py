@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from digest import bootstrap
 from digest.cli.output import format_table, print_json, tell_wait
-from digest.config import Settings
-from digest.ingest.sources import SourceSpec, load_sources
+from digest.ingest.sources import SourceSpec
 
 if TYPE_CHECKING:
+    from digest.config import Settings
     from digest.ingest.pipeline import FetchResult
 
 OFFLINE_HINT = (
@@ -31,15 +31,16 @@ def add_commands(sub: Any) -> None:
 
     fetch = sub.add_parser("fetch", help="fetch every enabled source and store new entries")
     fetch.add_argument("--json", action="store_true", help="print a JSON array, one object per source")
+    fetch.add_argument("--force", action="store_true", help="fetch sources that are not due yet too")
     fetch.set_defaults(handler=fetch_cmd)
 
     sources = sub.add_parser("sources", help="the configured sources")
     src_sub = sources.add_subparsers(dest="sources_command", required=True, metavar="ACTION")
     src_list = src_sub.add_parser("list", help="each source, its last outcome and failure run")
-    src_list.add_argument("--json", action="store_true")
+    src_list.add_argument("--json", action="store_true", help="print a JSON array")
     src_list.set_defaults(handler=sources_list)
     src_check = src_sub.add_parser("check", help="fetch each source once; store nothing")
-    src_check.add_argument("--json", action="store_true")
+    src_check.add_argument("--json", action="store_true", help="print a JSON array")
     src_check.set_defaults(handler=sources_check)
 
     samples_cmd = sub.add_parser("samples", help="write the bundled offline sample feeds")
@@ -89,16 +90,16 @@ def _results_table(results: list[FetchResult]) -> str:
     return format_table(headers, rows, right=(2, 3, 4, 5, 6, 7))
 
 
-async def _fetch(settings: Settings, *, store: bool) -> list[FetchResult]:
+async def _fetch(settings: Settings, *, store: bool, force: bool = False) -> list[FetchResult]:
     # the pipeline brings httpx and feedparser: imported here, not for `digest --help`
     from digest.daily import enabled
     from digest.ingest.pipeline import fetch_sources
 
-    specs = enabled(load_sources(settings.sources))
+    specs = enabled(bootstrap.sources(settings))
     async with _fetch_lock(settings, store), bootstrap.database(settings) as sessions:
         return await fetch_sources(
             sessions, specs, bootstrap.fetch_options(settings), now=bootstrap.clock(settings)(),
-            store=store, progress=fetch_progress(len(specs)),
+            store=store, progress=fetch_progress(len(specs)), force=force,
         )
 
 
@@ -138,7 +139,7 @@ def _report(results: list[FetchResult], as_json: bool) -> int:
 
 async def fetch_cmd(settings: Settings, args: argparse.Namespace) -> int:
     """``digest fetch``: fetch every enabled source and store the entries."""
-    return _report(await _fetch(settings, store=True), args.json)
+    return _report(await _fetch(settings, store=True, force=args.force), args.json)
 
 
 async def sources_check(settings: Settings, args: argparse.Namespace) -> int:
@@ -150,7 +151,7 @@ async def sources_list(settings: Settings, args: argparse.Namespace) -> int:
     """``digest sources list``: the configured sources and their last outcome."""
     from digest.ingest.pipeline import source_states, sync_sources
 
-    specs = load_sources(settings.sources)
+    specs = bootstrap.sources(settings)
     async with bootstrap.database(settings) as sessions:
         async with sessions.begin() as session:
             await sync_sources(session, specs)

@@ -49,3 +49,28 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]], right
 def tell_wait(name: str) -> None:
     """A run lock is taken: say once, on stderr, what the command waits for."""
     print(f"digest: waiting for another {name} ...", file=sys.stderr, flush=True)
+
+
+def layers_help(what: str) -> str:
+    """The help of an option taking layers: what it does, the nine ids, and "all"."""
+    from digest.domain.layers import LAYER_IDS
+
+    return f"{what}: comma-separated layer ids, or all ({', '.join(LAYER_IDS)})"
+
+
+def expand_layers(text: str | None) -> str | None:
+    """``--layers all`` (the word the help shows) is every layer id; anything else as given."""
+    from digest.domain.layers import LAYER_IDS
+
+    return ",".join(LAYER_IDS) if text is not None and text.strip().lower() == "all" else text
+
+
+def checked_min_score(value: float | None) -> float | None:
+    """The one ``--min-score`` rule of every command (0 to 100), as a usage error naming the option."""
+    from digest.domain.errors import SubscriptionError, UsageError
+    from digest.subscribe.validation import validate_min_score
+
+    try:
+        return None if value is None else validate_min_score(value)
+    except SubscriptionError as exc:
+        raise UsageError(f"--min-score: {exc.detail}") from None

@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 from digest import bootstrap
 from digest.cli.output import format_table, iso_date, print_json, tell_wait
-from digest.config import Settings
 from digest.domain.errors import DigestError, UsageError
 from digest.domain.status import ChannelName
 
 if TYPE_CHECKING:
+    from digest.config import Settings
     from digest.deliver.publish import PublishOptions, PublishReport, Runner
     from digest.deliver.sending import Progress, Tally
 
@@ -47,6 +47,8 @@ def add_commands(sub: Any) -> None:
                          help="plan and render in memory; write and send nothing (--to still sends)")
     publish.add_argument("--to", metavar="ADDRESS", help="first send one unfiltered copy to ADDRESS")
     publish.add_argument("--retry-failed", action="store_true", help=_RETRY_HELP)
+    publish.add_argument("--plan-only", action="store_true",
+                         help="plan the deliveries (first publish only) and send nothing: workers send them")
     publish.add_argument("--json", action="store_true", help="print the run report as JSON")
     publish.set_defaults(handler=publish_cmd)
 
@@ -132,6 +134,10 @@ def _notes(report: PublishReport, total: Tally, now: dt.datetime | None) -> list
     if total.held and total.held_until:
         lines.append(f"{_deliveries(total.held, 'are')} held by another run until "
                      f"{_utc(total.held_until, now)}; {again} after that")
+    if report.joined_after:
+        n = report.joined_after
+        who = "1 subscriber" if n == 1 else f"{n} subscribers"
+        lines.append(f"{who} joined after this digest was first published; they get the next one")
     if total.failed_bug and report.dry_run:
         lines.append(f"{_deliveries(total.failed_bug, 'would fail')} because of a bug or configuration")
     elif total.failed_bug:
@@ -155,8 +161,10 @@ async def publish_cmd(settings: Settings, args: argparse.Namespace) -> int:
     """``digest publish --date D``."""
     from digest.deliver.publish import PublishOptions
 
+    if args.plan_only and (args.dry_run or args.to):
+        raise UsageError("--plan-only sends nothing: it takes neither --dry-run nor --to")
     options = PublishOptions(dry_run=args.dry_run, to=_validated_to(args.to), retry_failed=args.retry_failed,
-                             send=bootstrap.send_options(settings))
+                             plan_only=args.plan_only, send=bootstrap.send_options(settings))
     return await _publish(settings, args.date, options, args.json)
 
 

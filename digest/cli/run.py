@@ -18,9 +18,9 @@ from digest.cli.digests import print_build
 from digest.cli.ingest import fetch_progress, print_failure, print_results
 from digest.cli.output import print_json, tell_wait
 from digest.cli.publish import print_report, send_progress
-from digest.config import Settings
 
 if TYPE_CHECKING:
+    from digest.config import Settings
     from digest.daily import DailyReport
     from digest.domain.clock import Clock
 

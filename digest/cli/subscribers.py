@@ -1,4 +1,4 @@
-"""Handlers of ``digest subscribers add|list|remove|import|export``, and the CSV format.
+"""Handlers of ``digest subscribers add|list|remove|import|export|confirm-resend``, and the CSV format.
 
 CSV columns: channel,address,layers,min_score,locale[,status]. ``layers`` is
 space-separated (empty: all nine), ``min_score`` empty is 0, ``locale`` empty
@@ -16,19 +16,22 @@ import io
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from sqlalchemy.ext.asyncio import AsyncSession
+from typing import TYPE_CHECKING, Any
 
 from digest import bootstrap
-from digest.cli.output import format_table, print_json
-from digest.config import Settings
+from digest.cli.output import checked_min_score, expand_layers, format_table, layers_help, print_json
 from digest.domain.errors import DigestError, SubscriberNotFound, SubscriptionError, UsageError
 from digest.domain.layers import LAYER_IDS
 from digest.domain.locales import DEFAULT_LOCALE, LOCALES
 from digest.domain.status import ChannelName, SubscriberStatus
-from digest.subscribe import subscriptions as subs
 from digest.subscribe import validation
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from digest.config import Settings
+    from digest.subscribe import subscriptions as subs
+    from digest.subscribe.confirm import ResendReport
 
 CHANNELS = tuple(ChannelName)
 STATUSES = tuple(SubscriberStatus)
@@ -44,18 +47,18 @@ def add_commands(sub: Any) -> None:
     actions = group.add_subparsers(dest="subscribers_command", required=True, metavar="ACTION")
 
     add = actions.add_parser("add", help="add a subscriber (active at once) or update one")
-    add.add_argument("--channel", choices=CHANNELS, required=True)
+    add.add_argument("--channel", choices=CHANNELS, required=True, help="where the digest goes")
     add.add_argument("--address", required=True, help="email address, Telegram chat id, "
-                     "Discord channel:<id> or user:<id>")
-    add.add_argument("--layers", help="comma-separated layer ids (default: all nine)")
+                     "Discord channel id or user:<id>")
+    add.add_argument("--layers", help=layers_help("the layers to receive (default: all)"))
     add.add_argument("--min-score", type=float, help="minimum event score, 0 to 100 (default 0)")
     add.add_argument("--locale", choices=LOCALES, help="digest language (default zh)")
     add.set_defaults(handler=add_cmd)
 
     lst = actions.add_parser("list", help="list subscribers")
     lst.add_argument("--json", action="store_true", help="print a JSON array")
-    lst.add_argument("--channel", choices=CHANNELS)
-    lst.add_argument("--status", choices=STATUSES)
+    lst.add_argument("--channel", choices=CHANNELS, help="only subscribers of this channel")
+    lst.add_argument("--status", choices=STATUSES, help="only subscribers in this state")
     lst.set_defaults(handler=list_cmd)
 
     rm = actions.add_parser("remove", help="delete a subscriber, its personal data and deliveries")
@@ -65,10 +68,17 @@ def add_commands(sub: Any) -> None:
     rm.set_defaults(handler=remove_cmd)
 
     imp = actions.add_parser("import", help="import subscribers from a CSV file")
-    imp.add_argument("file", metavar="FILE.csv", type=Path)
+    imp.add_argument("file", metavar="FILE.csv", type=Path,
+                     help="columns: " + ",".join(CSV_COLUMNS) + " (status optional)")
     imp.add_argument("--confirmed", action="store_true",
                      help="new email addresses are active (they opted in elsewhere), not pending")
     imp.set_defaults(handler=import_cmd)
+
+    resend = actions.add_parser("confirm-resend", help="mail the confirmation link again to pending "
+                                "email subscribers (all of them when no address is named)")
+    resend.add_argument("addresses", metavar="ADDRESS", nargs="*",
+                        help="pending email addresses (default: every pending one)")
+    resend.set_defaults(handler=confirm_resend_cmd)
 
     exp = actions.add_parser("export", help="write subscribers as CSV (stdout by default)")
     exp.add_argument("--out", type=Path, help="write to this file instead of stdout")
@@ -97,13 +107,16 @@ def _describe(view: subs.SubscriberView) -> str:
 
 async def add_cmd(settings: Settings, args: argparse.Namespace) -> int:
     """``digest subscribers add``: active at once (the operator vouches); updates an existing one."""
+    from digest.subscribe import subscriptions as subs  # SQLAlchemy: not for --help
+
     try:
         address = validation.validate_address(args.channel, args.address)
         async with bootstrap.database(settings) as sessions, sessions() as session, \
                 session.begin():
             before = await subs.find_by_address(session, args.channel, address)
-            view, _ = await subs.subscribe(session, args.channel, address, layers=args.layers,
-                                           min_score=args.min_score, locale=args.locale,
+            view, _ = await subs.subscribe(session, args.channel, address,
+                                           layers=expand_layers(args.layers),
+                                           min_score=checked_min_score(args.min_score), locale=args.locale,
                                            confirmed=True, now=bootstrap.clock(settings)())
     except SubscriptionError as exc:
         raise usage(exc) from None
@@ -117,6 +130,8 @@ async def add_cmd(settings: Settings, args: argparse.Namespace) -> int:
 
 async def list_cmd(settings: Settings, args: argparse.Namespace) -> int:
     """``digest subscribers list``: a table, or a JSON array with ``--json``."""
+    from digest.subscribe import subscriptions as subs  # SQLAlchemy: not for --help
+
     async with bootstrap.database(settings) as sessions, sessions() as session:
         views = await subs.list_subscribers(session, channel=args.channel, status=args.status)
     if args.json:
@@ -134,16 +149,42 @@ def _layers_text(layers: list[str]) -> str:
 
 
 async def remove_cmd(settings: Settings, args: argparse.Namespace) -> int:
-    """``digest subscribers remove ID-or-ADDRESS [--channel C]``."""
+    """``digest subscribers remove ID-or-ADDRESS [--channel C]``: says which one when a number is both."""
+    from digest.subscribe import subscriptions as subs  # SQLAlchemy: not for --help
+
     async with bootstrap.database(settings) as sessions, sessions() as session, \
             session.begin():
-        view = await subs.remove(session, (await _resolve(session, args.target, args.channel)).id)
-    print(f"removed {_describe(view)} and its deliveries")
+        view = await _resolve(session, args.target, args.channel)
+        kept = await _same_address(session, args.target, view) if args.channel is None else []
+        await subs.remove(session, view.id)
+    print(f"removed {_describe(view)} and its deliveries" + "".join(
+        f"; {args.target} was read as a subscriber id: {other.channel} subscriber {other.id} at that "
+        f"address is kept (remove it with --channel {other.channel})" for other in kept))
     return 0
+
+
+async def _same_address(session: AsyncSession, target: str, removed: subs.SubscriberView,
+                        ) -> list[subs.SubscriberView]:
+    """Chat subscribers whose address is the bare number ``target`` that was read as an id."""
+    from digest.subscribe import subscriptions as subs  # SQLAlchemy: not for --help
+
+    if not target.isdigit():
+        return []
+    found = []
+    for channel in (ChannelName.TELEGRAM, ChannelName.DISCORD):
+        try:
+            view = await subs.find_by_address(session, channel, target)
+        except SubscriptionError:
+            continue
+        if view is not None and view.id != removed.id:
+            found.append(view)
+    return found
 
 
 async def _resolve(session: AsyncSession, target: str, channel: str | None) -> subs.SubscriberView:
     """A number without ``--channel`` is an id; an address with "@" is an email; else say which."""
+    from digest.subscribe import subscriptions as subs  # SQLAlchemy: not for --help
+
     if channel is None and target.isdigit():
         return await subs.get(session, int(target))
     channel = channel or (ChannelName.EMAIL if "@" in target else None)
@@ -215,6 +256,8 @@ def parse_row(row: dict[str | Any, Any]) -> tuple[str, str, validation.Preferenc
 async def import_csv(session: AsyncSession, text: str, *, confirmed: bool,
                      now: dt.datetime) -> ImportReport:
     """Import every row of a CSV text; a bad row is reported by line and never stops the others."""
+    from digest.subscribe import subscriptions as subs  # SQLAlchemy: not for --help
+
     report = ImportReport()
     reader = _reader(text)
     for row in reader:
@@ -251,19 +294,69 @@ def export_csv(views: list[subs.SubscriberView]) -> str:
 
 async def import_cmd(settings: Settings, args: argparse.Namespace) -> int:
     """``digest subscribers import FILE.csv [--confirmed]``: prints the report."""
+    from digest.subscribe import subscriptions as subs  # SQLAlchemy: not for --help
+
     try:
         text = args.file.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise DigestError(f"cannot read {args.file}: {getattr(exc, 'strerror', None) or exc}") from None
-    async with bootstrap.database(settings) as sessions, sessions() as session, \
-            session.begin():
-        try:
-            report = await import_csv(session, text, confirmed=args.confirmed,
-                                      now=bootstrap.clock(settings)())
-        except SubscriptionError as exc:
-            raise DigestError(f"{args.file}: {exc}") from None
-    _print_report(args.file, report)
+    async with bootstrap.database(settings) as sessions:
+        async with sessions.begin() as session:
+            try:
+                report = await import_csv(session, text, confirmed=args.confirmed,
+                                          now=bootstrap.clock(settings)())
+            except SubscriptionError as exc:
+                raise DigestError(f"{args.file}: {exc}") from None
+        _print_report(args.file, report)
+        if report.to_confirm:
+            async with sessions() as session:
+                views = [await subs.get(session, sid) for sid in report.to_confirm]
+            print(f"{len(views)} new email subscriber(s) are pending until they confirm; "
+                  f"{(await mail_confirmations(settings, views)).summary()}")
     return 0
+
+
+async def confirm_resend_cmd(settings: Settings, args: argparse.Namespace) -> int:
+    """``digest subscribers confirm-resend [ADDRESS...]``: one line of sent/failed counts."""
+    async with bootstrap.database(settings) as sessions, sessions() as session:
+        views = await pending_email(session, args.addresses)
+    report = await mail_confirmations(settings, views)
+    print(f"{len(views)} pending email subscriber(s); {report.summary()}")
+    return 1 if report.failed else 0
+
+
+async def pending_email(session: AsyncSession, addresses: list[str]) -> list[subs.SubscriberView]:
+    """The named pending email subscribers (DigestError naming one that is not), or every one."""
+    from digest.subscribe import subscriptions as subs  # SQLAlchemy: not for --help
+
+    if not addresses:
+        return await subs.list_subscribers(session, ChannelName.EMAIL, SubscriberStatus.PENDING)
+    views = []
+    for address in addresses:
+        try:
+            view = await subs.find_by_address(session, ChannelName.EMAIL, address)
+        except SubscriptionError as exc:
+            raise usage(exc) from None
+        if view is None or view.status != SubscriberStatus.PENDING:
+            raise DigestError(f"{address}: not a pending email subscriber "
+                              f"({'unknown' if view is None else view.status})")
+        views.append(view)
+    return views
+
+
+async def mail_confirmations(settings: Settings, views: list[subs.SubscriberView]) -> ResendReport:
+    """The web form's confirmation mail to each of ``views``, on the email channel, paced."""
+    from digest.domain.ratelimit import per_second
+    from digest.subscribe.confirm import CONFIRM_RATE, ConfirmSetup, send_confirmations
+    from digest.web.subscribe import CONFIRM_PATH  # the page the link opens (Starlette: a command's cost)
+
+    setup = ConfirmSetup(bootstrap.mail_identity(settings), settings.secret(), settings.site_url,
+                         CONFIRM_PATH, bootstrap.clock(settings))
+    channel = bootstrap.email_channel(settings)
+    try:
+        return await send_confirmations(views, setup, channel.send, per_second(CONFIRM_RATE))
+    finally:
+        await channel.aclose()
 
 
 def _print_report(path: Path, report: ImportReport) -> None:
@@ -272,12 +365,12 @@ def _print_report(path: Path, report: ImportReport) -> None:
         print(f"line {line}: skipped: {reason}")
     for line, reason in report.errors:
         print(f"line {line}: error: {reason}")
-    if report.to_confirm:
-        print(f"{len(report.to_confirm)} new email subscriber(s) are pending until they confirm")
 
 
 async def export_cmd(settings: Settings, args: argparse.Namespace) -> int:
     """``digest subscribers export [--out FILE] [--active-only]``."""
+    from digest.subscribe import subscriptions as subs  # SQLAlchemy: not for --help
+
     async with bootstrap.database(settings) as sessions, sessions() as session:
         status = SubscriberStatus.ACTIVE if args.active_only else None
         views = await subs.list_subscribers(session, status=status)

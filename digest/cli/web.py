@@ -1,4 +1,9 @@
-"""Handlers of the web commands: ``serve`` (the web archive) and ``site`` (static export).
+"""Handlers of the web commands: ``serve`` (the service, or with ``--web`` the archive alone) and ``site``.
+
+``digest serve`` runs :mod:`digest.service`: the web app, the bots whose token
+is set and the daily schedule in one process, until SIGTERM or SIGINT (exit 0);
+``--no-schedule`` and ``--no-bots`` leave parts out. Its log is one line per
+event (JSON lines with DIGEST_LOG_JSON=1), every configured secret redacted.
 
 The app and its uvicorn server are built by plain functions, so the service
 (bots and the daily schedule in the same process) can run
@@ -12,22 +17,25 @@ and its log lines never carry a link token.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import copy
 import logging
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from digest import bootstrap
-from digest.config import Settings
 from digest.domain.errors import DigestError, UsageError
 from digest.domain.locales import LOCALES
 
 if TYPE_CHECKING:
     import uvicorn
     from starlette.applications import Starlette
+
+    from digest.config import Settings
 
 OnServer = Callable[["uvicorn.Server"], None]
 
@@ -38,9 +46,10 @@ class ListenError(DigestError):
 
 def add_commands(sub: Any) -> None:
     """Register ``serve`` and ``site`` on the CLI."""
-    serve = sub.add_parser("serve", help="run the web archive (with --web: the web app alone)")
-    serve.add_argument("--web", action="store_true",
-                       help="run the web app alone (today the only part; bots and the schedule come later)")
+    serve = sub.add_parser("serve", help="run the service: web app, bots, daily schedule (--web: web alone)")
+    serve.add_argument("--web", action="store_true", help="run the web app alone (no bots, no schedule)")
+    serve.add_argument("--no-schedule", action="store_true", help="no daily schedule (nor catch-up)")
+    serve.add_argument("--no-bots", action="store_true", help="leave the chat bots out")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     serve.set_defaults(handler=serve_cmd)
@@ -96,11 +105,13 @@ def log_config() -> dict[str, Any]:
     return config
 
 
-def make_server(app: Starlette, host: str, port: int, on_started: OnServer | None = None) -> uvicorn.Server:
+def make_server(app: Starlette, host: str, port: int, on_started: OnServer | None = None, *,
+                in_service: bool = False) -> uvicorn.Server:
     """A uvicorn server for ``app``; ``on_started`` runs once it accepts connections.
 
     ``proxy_headers`` is off: uvicorn would otherwise believe X-Forwarded-For from any
-    loopback peer; the app applies ``DIGEST_TRUSTED_PROXIES`` itself.
+    loopback peer; the app applies ``DIGEST_TRUSTED_PROXIES`` itself. ``in_service``: the
+    service owns the signals and the log handlers (uvicorn's lines go to the root logger).
     """
     import uvicorn
 
@@ -112,8 +123,17 @@ def make_server(app: Starlette, host: str, port: int, on_started: OnServer | Non
             if self.started and on_started is not None:
                 on_started(self)
 
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if in_service:
+                yield
+                return
+            with super().capture_signals():
+                yield
+
     config = uvicorn.Config(app, host=host, port=port, proxy_headers=False, server_header=False,
-                            log_config=log_config(), log_level="info", access_log=True)
+                            log_config=None if in_service else log_config(), log_level="info",
+                            access_log=True)
     return Server(config)
 
 
@@ -139,8 +159,50 @@ async def serve_cmd(settings: Settings, args: argparse.Namespace) -> int:
     def announce(server: uvicorn.Server) -> None:
         print(f"digest: serving the web archive on {served_url(server)}", file=sys.stderr, flush=True)
 
-    await run_web(settings, args.host, args.port, on_started=announce)
+    if args.web:
+        await run_web(settings, args.host, args.port, on_started=announce)
+    else:
+        await run_service(settings, args, announce)
     return 0
+
+
+async def run_service(settings: Settings, args: argparse.Namespace, on_started: OnServer) -> None:
+    """The web app, the bots and the schedule until SIGTERM/SIGINT (digest.service)."""
+    from digest import logs, metrics
+    from digest.service import until_signal
+    from digest.web.app import RedactSecrets
+
+    redact = logs.configure(bootstrap.secrets(settings), json_lines=settings.log_json,
+                            level=logging.DEBUG if args.verbose > 1 else logging.INFO)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactSecrets())  # link tokens in request lines, besides the configured secrets
+    sock = listen_socket(args.host, args.port)
+    stop, counts = asyncio.Event(), metrics.Metrics()
+    metrics.use(counts)
+    await until_signal(stop)
+    try:
+        async with bootstrap.database(settings) as sessions:
+            parts = [] if args.no_bots else bootstrap.bots(settings)
+            service = bootstrap.service(settings, sessions, stop, parts, scheduled=not args.no_schedule)
+            app = bootstrap.web_app(settings, sessions, next_run=service.due, metrics=counts)
+            server = make_server(app, args.host, args.port, on_started, in_service=True)
+            service.parts = [("web", lambda stop: serve_until(server, sock, stop)), *parts]
+            logging.getLogger("digest.service").info(
+                "service starting: web, %s, schedule %s", ", ".join(n for n, _ in parts) or "no bots",
+                "off" if args.no_schedule else redact.clean(settings.schedule))
+            await service.run()
+    finally:
+        sock.close()
+
+
+async def serve_until(server: uvicorn.Server, sock: socket.socket, stop: asyncio.Event) -> None:
+    """Serve on ``sock`` until ``stop`` is set (or the server ends by itself), then shut down."""
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.wait([serving, stopped], return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    server.should_exit = True
+    await serving
 
 
 async def site_cmd(settings: Settings, args: argparse.Namespace) -> int:

@@ -42,6 +42,7 @@ class Message:
     parts: tuple[Any, ...]
     message_id: str | None = None
     start_part: int = 0
+    thread_id: str | None = None  # the day's Discord thread a resumed send continues in
 
 
 class Outcome(enum.Enum):
@@ -63,6 +64,7 @@ class SendResult:
     error: str | None = None
     retry_after: float | None = None
     new_address: str | None = None  # e.g. a Telegram group migrated to a supergroup
+    thread_id: str | None = None  # the Discord thread the parts went into (kept with the delivery)
 
 
 class PushChannel(Protocol):

@@ -61,6 +61,7 @@ class Claimed:
     attempts: int = 0
     message_id: str | None = None
     resumed: bool = False
+    thread_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class Record:
     failure: FailureKind | None = None
     mark: tuple[int, SubscriberStatus] | None = None
     new_address: tuple[int, str] | None = None
+    thread_id: str | None = None
 
 
 def _stale(now: dt.datetime) -> Any:
@@ -113,6 +115,7 @@ _CLAIM_COLUMNS = (
     Delivery.id, Delivery.digest_id, Delivery.subscriber_id, Subscriber.channel, Subscriber.address,
     Subscriber.locale, Subscriber.layers, Subscriber.min_score, Subscriber.status,
     Delivery.parts_sent, Delivery.attempts, Delivery.message_id, Delivery.status, Delivery.resumed,
+    Delivery.thread_id,
 )
 
 
@@ -162,10 +165,10 @@ def _claim_query(condition: Any, channels: Collection[str], digest_id: int | Non
 
 def _claimed(row: Any) -> Claimed:
     (did, digest_id, sid, channel, address, locale, layers, min_score, sub_status,
-     parts_sent, attempts, message_id, status, resumed) = row
+     parts_sent, attempts, message_id, status, resumed, thread_id) = row
     resumed = status == DeliveryStatus.SENDING or bool(resumed)
     return Claimed(did, digest_id, sid, channel, address, locale, tuple(layers or ()), float(min_score),
-                   sub_status, parts_sent, attempts, message_id, resumed=resumed)
+                   sub_status, parts_sent, attempts, message_id, resumed=resumed, thread_id=thread_id)
 
 
 async def renew(session: AsyncSession, ids: Collection[int], until: dt.datetime) -> int:
@@ -259,7 +262,7 @@ async def digests_with_work(session: AsyncSession, channels: Collection[str]) ->
 
 
 _RECORD_FIELDS = ("status", "attempts", "parts_sent", "parts_total", "last_error", "claimed_at",
-                  "sent_at", "message_id", "lease_until", "resumed", "failure")
+                  "sent_at", "message_id", "lease_until", "resumed", "failure", "thread_id")
 
 
 async def apply(session: AsyncSession, records: Sequence[Record]) -> None:

@@ -16,13 +16,13 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from digest.deliver.outbox import TABLE, Claimed
 from digest.domain.status import DeliveryStatus, SubscriberStatus
 from digest.domain.views import keeps
-from digest.store.models import Digest, DigestEvent, Subscriber
+from digest.store.models import Delivery, Digest, DigestEvent, Subscriber
 
 PLAN_CHUNK = 5000
 
@@ -112,6 +112,17 @@ async def plan_deliveries(
     if not dry_run:
         await _insert_rows(session, digest.id, result.audience, now)
     return result
+
+
+async def joined_after(session: AsyncSession, digest_id: int) -> int:
+    """Active subscribers created after the digest's first publish, so without a row (they get the next)."""
+    has_row = exists().where(Delivery.digest_id == digest_id, Delivery.subscriber_id == Subscriber.id)
+    count = await session.scalar(
+        select(func.count(Subscriber.id)).join(Digest, Digest.id == digest_id)
+        .where(Subscriber.status == SubscriberStatus.ACTIVE, Digest.published_at.is_not(None),
+               Subscriber.created_at > Digest.published_at, ~has_row)
+    )
+    return int(count or 0)
 
 
 async def _insert_rows(session: AsyncSession, digest_id: int, audience: Sequence[Claimed],

@@ -41,7 +41,7 @@ from digest.deliver.outbox import (
     pending_rows,
     requeue_failed,
 )
-from digest.deliver.planning import KeptCache, digest_events, plan_deliveries
+from digest.deliver.planning import KeptCache, digest_events, joined_after, plan_deliveries
 from digest.deliver.retry import send_with_retry
 from digest.deliver.sending import (
     Clock,
@@ -54,7 +54,7 @@ from digest.deliver.sending import (
     traceback_for,
 )
 from digest.deliver.writer import Writer
-from digest.domain.errors import ConfigError
+from digest.domain.errors import BuildError, ConfigError
 from digest.domain.ratelimit import Sleep
 from digest.domain.status import ChannelName
 from digest.domain.views import DigestView, filter_view
@@ -72,6 +72,7 @@ class PublishOptions:
     dry_run: bool = False
     to: str | None = None
     retry_failed: bool = False  # first put the rows failed by our bug or configuration back to planned
+    plan_only: bool = False  # plan (first publish only) and send nothing: ``digest worker`` processes send
     send: SendOptions = field(default_factory=SendOptions)
 
 
@@ -83,6 +84,7 @@ class PublishReport:
     dry_run: bool = False
     channels: dict[str, Tally] = field(default_factory=dict)
     check_copy: str | None = None
+    joined_after: int = 0  # active subscribers created after the first publish: they get the next one
 
     def tally(self, channel: str) -> Tally:
         return self.channels.setdefault(channel, Tally())
@@ -97,7 +99,7 @@ class PublishReport:
 
     def as_json(self) -> dict[str, Any]:
         return {"date": self.date.isoformat() if self.date else None, "dry_run": self.dry_run,
-                "check_copy": self.check_copy,
+                "check_copy": self.check_copy, "joined_after": self.joined_after,
                 "channels": {name: t.as_json() for name, t in sorted(self.channels.items())},
                 "total": {k: v for k, v in self.total().as_json().items() if k != "notes"}}
 
@@ -220,7 +222,8 @@ class Composer:
             links = personal_links(self.site_url, self.secret, item.subscriber_id, item.address, self.clock())
             data = group.fill(item.address, mid, links)
             return Message(item.delivery_id, item.subscriber_id, item.address, (data,), mid, item.parts_sent)
-        return Message(item.delivery_id, item.subscriber_id, item.address, group, None, item.parts_sent)
+        return Message(item.delivery_id, item.subscriber_id, item.address, group, None, item.parts_sent,
+                       item.thread_id)
 
     def message_id(self, digest_id: int, subscriber_id: int) -> str:
         """The stable Message-ID for a digest already loaded."""
@@ -257,6 +260,9 @@ class Runner:
         """``digest publish --date D``: check copy, plan once, send; raises DeliveryError on FATAL."""
         async with self.sessions() as session:
             digest = await get_digest(session, date)
+        if digest.partial:
+            raise BuildError(f"the digest of {date} is partial (its window was open) and is never published; "
+                             f"build it once the window closes: digest build --date {date}")
         report = self.report = PublishReport(date, self.options.dry_run)
         if self.options.to:
             await self._check_copy(digest.id, self.options.to, locale)
@@ -267,8 +273,11 @@ class Runner:
             plan = await plan_deliveries(session, digest, self.clock(),
                                          message_id=self.message_ids(digest.date))
             requeued = await requeue_failed(session, digest.id) if self.options.retry_failed else {}
+            report.joined_after = await joined_after(session, digest.id)
         self._count_plan(report, plan.planned, plan.empty)
         self._count_requeued(report, requeued)
+        if self.options.plan_only:
+            return report
         await self._drain_and_count_held(report, digest.id)
         return report
 
@@ -328,6 +337,7 @@ class Runner:
             items = plan.audience if plan.first else await pending_rows(
                 session, now=now, digest_id=digest.id, retry_failed=self.options.retry_failed)
             requeued = await failed_by_bug(session, digest.id) if self.options.retry_failed else {}
+            report.joined_after = await joined_after(session, digest.id)
         self._count_plan(report, plan.planned, plan.empty)
         self._count_requeued(report, requeued)
         ready = [i for i in items if not self._unconfigured(report, i.channel, 1)]

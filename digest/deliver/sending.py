@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from digest import metrics
 from digest.deliver.channels import Message, Outcome, PushChannel, SendResult
 from digest.deliver.outbox import MAX_ATTEMPTS, Claimed, Record
 from digest.deliver.retry import RetryPolicy, send_with_retry
@@ -240,6 +241,7 @@ class Dispatch:
                 mid: str | None, *, error: str | None = None, claimed_at: dt.datetime | None = None,
                 total: int = 0, **extra: Any) -> Record:
         """The row's new state; a resumed row keeps its flag, so whoever sends it at last counts it."""
+        extra.setdefault("thread_id", item.thread_id)
         return Record(item.delivery_id, status, attempts, parts_sent, total, error, claimed_at,
                       message_id=mid, resumed=item.resumed, **extra)
 
@@ -266,24 +268,27 @@ class Dispatch:
 
     async def _attempts(self, item: Claimed, message: Message) -> None:
         """Send with the retry policy, recording each transient try; then finish, halt or put back."""
-        start = item.parts_sent
+        start, thread = item.parts_sent, message.thread_id
 
         async def send() -> SendResult:
-            nonlocal start
-            result = await self.channel.send(replace(message, start_part=start))
-            start = max(start, result.parts_sent)
+            nonlocal start, thread
+            result = await metrics.active().timed(self.channel.name, self.channel.send(
+                replace(message, start_part=start, thread_id=thread)))
+            start, thread = max(start, result.parts_sent), result.thread_id or thread
             return result
 
         async def between(result: SendResult, sends: int) -> None:
+            metrics.active().waited(self.channel.name, result.retry_after)
             now = self.clock()
             await self.writer.write(self._record(
                 item, DeliveryStatus.SENDING, item.attempts + sends, start, message.message_id,
                 error=result.error, claimed_at=now, total=len(message.parts),
-                lease_until=now + self.options.lease))
+                lease_until=now + self.options.lease, thread_id=thread))
 
         tries = await send_with_retry(send, self.options.retry, self.sleep, between=between,
                                       stopped=self.stop.is_set)
         self.tally.retried += tries.sends - 1
+        item = replace(item, thread_id=thread)  # the day's thread stays with the row, whatever happens
         if tries.stopped:
             return await self._put_back(item, item.attempts + tries.sends, start, message.message_id)
         if tries.result.outcome is Outcome.FATAL:
@@ -321,6 +326,7 @@ class Dispatch:
             values.update(failure=self._failure(item, result, cause), mark=self._verdict(item, result))
             self.tally.failed += 1
         await self.writer.write(self._record(item, status, attempts, result.parts_sent, mid, **values))
+        metrics.active().delivered(self.channel.name, status)
 
     def _failure(self, item: Claimed, result: SendResult, cause: BaseException | None) -> FailureKind:
         """Why the row failed; a bug is counted and logged in one line (its traceback only with -v)."""

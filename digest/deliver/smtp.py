@@ -29,9 +29,10 @@ import aiosmtplib
 
 from digest.deliver.channels import Message, Outcome, SendResult
 from digest.deliver.headers import sendable_address
-from digest.domain.ratelimit import Clock, Sleep, per_second
+from digest.domain.ratelimit import Clock, Rate, SharedLimiter, Sleep, per_second
 from digest.domain.status import ChannelName
 
+BUCKET = "smtp"  # the shared rate bucket's key (messages per second over every worker)
 CONNECT_LIMIT = 5  # consecutive failed connects before the server counts as unreachable (FATAL)
 
 
@@ -107,7 +108,19 @@ class SmtpChannel:
         self._idle: list[aiosmtplib.SMTP] = []
         self._slots = asyncio.Semaphore(config.concurrency)
         self._rate = per_second(config.rate, clock=clock, sleep=sleep)
+        self._shared: SharedLimiter | None = None
         self._connect_failures = 0
+
+    def share_limits(self, shared: SharedLimiter) -> None:
+        """Keep ``rate`` with every worker (bucket ``smtp``) instead of in this process."""
+        self._shared = shared
+
+    async def _pace(self) -> None:
+        """Wait for the rate: the shared bucket when there is one, else this process's limiter."""
+        if self._shared is not None and self.config.rate > 0:
+            await self._shared.acquire(Rate(BUCKET, self.config.rate))
+        else:
+            await self._rate.acquire()
 
     def _client(self) -> aiosmtplib.SMTP:
         tls = self.config.tls
@@ -139,7 +152,7 @@ class SmtpChannel:
                               f"{self.config.where}: unusable address {message.address[:80]!r}: only ASCII "
                               "addresses are sent to (no SMTPUTF8), and none holding '=?'")
         async with self._slots:
-            await self._rate.acquire()
+            await self._pace()
             try:
                 client = self._idle.pop() if self._idle else await self._connect()
             except SessionRefused as exc:

@@ -27,8 +27,14 @@ class Item:
     repo: str | None = None
     tag: str | None = None
     prerelease: bool = False
+    body: str = ""  # the sanitised full text (bounded at ingestion), "" when the feed has none
+
+    @property
+    def lead_text(self) -> str:
+        """Title and summary: the entry's own statement of what it is."""
+        return f"{self.title}\n{self.summary}"
 
     @property
     def text(self) -> str:
-        """Title and summary, the text the classifier reads."""
-        return f"{self.title}\n{self.summary}"
+        """Title, summary and body: everything the entry says."""
+        return "\n".join(part for part in (self.title, self.summary, self.body) if part)

@@ -43,6 +43,7 @@ class FetchStatus(StrEnum):
 
     OK = "ok"
     NOT_MODIFIED = "not_modified"
+    NOT_DUE = "not_due"  # the feed's own max-age/ttl says not yet: no request was made
     ERROR = "error"
 
 

@@ -56,9 +56,11 @@ _QUERY_SAFE = _PATH_SAFE + "?"  # also the fragment's
 _STRAY_PERCENT_RE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _ESCAPE_RE = re.compile(r"%[0-9A-Fa-f]{2}")
 _HOST_RE = re.compile(r"[a-z0-9\-._~!$&'()*+,;=]+")  # a reg-name, without %XX escapes
-# Case-sensitive on purpose: feedparser's sanitizer lowercases attribute names, and a
-# literal prefix makes the scan an order of magnitude faster on large posts.
-_HREF_RE = re.compile(r"""href\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""")
+# Case-sensitive for speed: a literal prefix makes the scan several times faster on
+# large posts; markup that spells it otherwise (HREF=, Href=) takes the slow scan.
+_HREF_VALUE = r"""\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))"""
+_HREF_RE = re.compile("href" + _HREF_VALUE)
+_ANY_CASE_HREF_RE = re.compile("href" + _HREF_VALUE, re.I)
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -109,9 +111,39 @@ def plain_text(markup: str, limit: int | None = None) -> str:
     return truncate(text, limit) if limit is not None else text
 
 
+_PARAGRAPH_RE = re.compile(
+    r"</?(?:p|div|li|h[1-6]|br|blockquote|pre|tr|section|article|header|footer|figcaption|dd|dt|hr)"
+    r"\b[^<>]*>", re.I)
+
+
+def body_text(markup: str, limit: int) -> str:
+    """HTML to plain paragraphs (joined by blank lines), bounded to ``limit`` characters.
+
+    Paragraph breaks survive so a reader of the body can pick its most
+    informative paragraphs; inside a paragraph it is :func:`plain_text`.
+    """
+    head = markup
+    if len(markup) > 4 * limit:  # long posts: convert only as far as needed, never half a tag
+        cut = markup.rfind("<", 0, 4 * limit)
+        head = markup[: cut if cut > 0 else 4 * limit]
+    paragraphs = (_text(part) for part in _PARAGRAPH_RE.split(_drop(head)))
+    text = "\n\n".join(p for p in paragraphs if p)
+    return truncate(text, limit)
+
+
 def _plain(markup: str) -> str:
+    return _text(_drop(markup))
+
+
+def _drop(markup: str) -> str:
+    """Scripts, styles, embedded objects and comments removed (the one pass that removes them)."""
+    return _DROP_RE.sub(" ", markup) if "<" in markup else markup
+
+
+def _text(markup: str) -> str:
+    """Markup already through :func:`_drop` as one line of text."""
     if "<" in markup:
-        markup = _ANY_TAG_RE.sub(_tag_replacement, _DROP_RE.sub(" ", markup))
+        markup = _ANY_TAG_RE.sub(_tag_replacement, markup)
     if "&" in markup:
         markup = html.unescape(markup)
     return " ".join(strip_controls(markup).split())
@@ -254,8 +286,11 @@ def _is_tracking(pair: str) -> bool:
 
 
 def hrefs(markup: str) -> list[str]:
-    """Every ``href`` value in an HTML fragment, entities decoded."""
-    if "href" not in markup:
+    """Every ``href`` value in an HTML fragment (any case of ``href``), entities decoded."""
+    pattern = _HREF_RE
+    if "HREF" in markup or "Href" in markup:
+        pattern = _ANY_CASE_HREF_RE
+    elif "href" not in markup:
         return []
-    found = (a or b or c for a, b, c in _HREF_RE.findall(markup))
+    found = (a or b or c for a, b, c in pattern.findall(markup))
     return [html.unescape(href) if "&" in href else href for href in found]

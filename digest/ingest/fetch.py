@@ -7,13 +7,20 @@ capped, the body streamed and aborted past ``max_bytes``, the whole attempt
 ``asyncio.timeout`` so a slow drip cannot hold a source forever, and one retry
 after ``retry_backoff`` seconds on a 5xx answer or a timeout. Every failure is
 a :class:`FetchError` with a one-line reason and the HTTP status when there
-was one.
+was one. The ``Cache-Control: max-age`` of an answer (200 or 304) comes back
+with it (:mod:`digest.ingest.due`). The HTTP client is made on the first HTTP
+fetch, so a run of local or not-due sources never loads the TLS certificates.
+
+A local file's validator is its modification time and size (as the ETag): an
+unchanged file is a 304 without being read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import hashlib
+import os
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -21,6 +28,7 @@ import httpx
 
 from digest import __version__
 from digest.domain.errors import FetchError
+from digest.ingest import due
 from digest.ingest.sources import SourceSpec
 
 USER_AGENT = f"compiler-digest/{__version__} (+https://github.com/compiler-digest)"
@@ -41,6 +49,8 @@ class FetchOptions:
     max_redirects: int = 5
     user_agent: str = USER_AGENT
     retry_backoff: float = 1.0
+    due_floor: dt.timedelta = dt.timedelta(minutes=5)  # bounds on a feed's own max-age/ttl hint
+    due_ceiling: dt.timedelta = dt.timedelta(hours=24)
 
 
 @dataclass(frozen=True)
@@ -62,13 +72,14 @@ class Validators:
 
 @dataclass(frozen=True)
 class Download:
-    """What one fetch brought back; ``body`` is None when the server said 304."""
+    """What one fetch brought back; ``body`` is None when the server said 304 (or a file is unchanged)."""
 
     body: bytes | None
     http_status: int | None
     url: str | None
     content_type: str | None = None
     validators: Validators = Validators()
+    max_age: dt.timedelta | None = None
 
     @property
     def body_hash(self) -> str | None:
@@ -94,17 +105,30 @@ def make_client(
 
 
 class Fetcher:
-    """Fetches sources with one shared client, per-host politeness and one retry."""
+    """Fetches sources with one shared client (made on first use), per-host politeness, one retry."""
 
-    def __init__(self, client: httpx.AsyncClient, options: FetchOptions) -> None:
-        self._client = client
-        self._options = options
+    def __init__(self, options: FetchOptions,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self._options, self._transport = options, transport
+        self._client: httpx.AsyncClient | None = None
         self._hosts: dict[str, asyncio.Semaphore] = {}
+
+    async def __aenter__(self) -> Fetcher:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = make_client(self._options, self._transport)
+        return self._client
 
     async def fetch(self, spec: SourceSpec, validators: Validators) -> Download:
         """Fetch ``spec`` (local file or HTTP); raise :class:`FetchError` on failure."""
         if spec.is_local:
-            return await read_local(spec, self._options.max_bytes)
+            return await read_local(spec, self._options.max_bytes, validators)
         try:
             return await self._attempt(spec, validators)
         except _Transient:
@@ -138,17 +162,19 @@ class Fetcher:
 
     async def _get(self, spec: SourceSpec, validators: Validators) -> Download:
         headers = validators.request_headers()
-        async with self._client.stream("GET", spec.url, headers=headers) as response:
+        async with self._http().stream("GET", spec.url, headers=headers) as response:
             status = response.status_code
+            max_age = due.max_age(response.headers.get("cache-control"))
             if status == 304:
-                return Download(None, status, str(response.url), validators=_validators(response))
+                return Download(None, status, str(response.url), validators=_validators(response),
+                                max_age=max_age)
             if status >= 400:
                 error = _Transient if status >= 500 else FetchError
                 raise error(spec.key, spec.url, f"HTTP {status} {response.reason_phrase}".strip(),
                             status)
             body = await self._read_capped(spec, response)
             return Download(body, status, str(response.url), response.headers.get("content-type"),
-                            _validators(response))
+                            _validators(response), max_age)
 
     async def _read_capped(self, spec: SourceSpec, response: httpx.Response) -> bytes:
         cap = self._options.max_bytes
@@ -182,15 +208,27 @@ def _describe(exc: httpx.HTTPError) -> str:
     return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
 
 
-async def read_local(spec: SourceSpec, max_bytes: int) -> Download:
-    """Read a local source (``file://`` or a path), size-capped like an HTTP body."""
+async def read_local(spec: SourceSpec, max_bytes: int,
+                     validators: Validators = Validators()) -> Download:
+    """Read a local source (``file://`` or a path), size-capped like an HTTP body.
+
+    Unchanged since ``validators`` (same modification time and size): no body, not read.
+    """
     path = spec.path
     try:
-        size = path.stat().st_size
-        if size > max_bytes:
+        stat = path.stat()
+        if stat.st_size > max_bytes:
             reason = f"file larger than the {max_bytes}-byte cap (max_bytes)"
             raise FetchError(spec.key, spec.url, reason)
+        stamp = Validators(etag=_file_stamp(stat))
+        if validators.etag == stamp.etag:
+            return Download(None, None, None, validators=stamp)
         body = await asyncio.to_thread(path.read_bytes)
     except OSError as exc:
         raise FetchError(spec.key, spec.url, f"cannot read {path}: {exc.strerror or exc}") from exc
-    return Download(body, None, None)
+    return Download(body, None, None, validators=stamp)
+
+
+def _file_stamp(stat: os.stat_result) -> str:
+    """A local file's validator: modification time (ns) and size."""
+    return f"file:{stat.st_mtime_ns}-{stat.st_size}"

@@ -11,6 +11,9 @@ empty value instead of raising.
 
 A title stays text (``std::vector<int>`` and ``<script>`` included) unless the
 feed says it is HTML; summaries and content are HTML and become plain text.
+The summary is the feed's teaser (content only when the teaser is empty); the
+body is the whole content (content:encoded, Atom content) as plain paragraphs,
+bounded to ``BODY_MAX`` characters, so the classifier reads the entire post.
 The entry key is the guid, else the canonical link, else a hash of title and
 summary. The content hash covers every normalised field except a fallback
 date (which is the fetch time and would change on every fetch).
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from digest.domain.arxiv import ARXIV_PREFIX_RE
+from digest.ingest.due import feed_interval
 from digest.ingest.extids import (
     ARXIV_TITLE_SUFFIX_RE,
     ArxivRef,
@@ -40,6 +44,7 @@ from digest.ingest.extids import (
 )
 from digest.ingest.feedtext import (
     absolute_url,
+    body_text,
     canonical_url,
     clean_id,
     field_text,
@@ -51,6 +56,7 @@ from digest.ingest.feedtext import (
 )
 
 SUMMARY_MAX = 4000
+BODY_MAX = 20_000
 TITLE_MAX = 500
 KEY_MAX = 512
 LINKS_MAX = 100
@@ -93,6 +99,7 @@ class NormalizedEntry:
     tag: str | None = None
     prerelease: bool = False
     notes: tuple[str, ...] = ()
+    body: str = ""
     content_hash: str = ""
 
     def row(self) -> dict[str, Any]:
@@ -105,17 +112,22 @@ class NormalizedEntry:
             "content_hash": self.content_hash, "arxiv_id": self.arxiv_id,
             "arxiv_version": self.arxiv_version, "announce_type": self.announce_type,
             "doi": self.doi, "repo": self.repo, "tag": self.tag, "prerelease": self.prerelease,
+            "body": self.body,
         }
 
 
 @dataclass(frozen=True)
 class NormalizedFeed:
-    """A whole document: entries (one per key), the raw entry count, warnings, API errors."""
+    """A whole document: entries (one per key), the raw entry count, warnings, API errors.
+
+    ``interval``: how long the document asks to be left alone (``<ttl>``, ``sy:update*``).
+    """
 
     entries: list[NormalizedEntry]
     total: int
     warnings: list[str]
     api_errors: list[str]
+    interval: dt.timedelta | None = None
 
 
 # ---------------------------------------------------------------- fields of one entry
@@ -160,6 +172,18 @@ def _summary_markup(entry: Mapping[str, Any]) -> str:
     if summary.strip():
         return summary
     return next((part for part in _content_parts(entry) if part.strip()), "")
+
+
+def _body(entry: Mapping[str, Any], summary: str) -> str:
+    """The full text: the longest content part (content:encoded, Atom content) as paragraphs.
+
+    Empty when the entry has no content or its content is just the summary.
+    """
+    parts = [part for part in _content_parts(entry) if part.strip()]
+    if not parts:
+        return ""
+    body = body_text(max(parts, key=len), BODY_MAX)
+    return "" if " ".join(body.split()) == summary else body
 
 
 def _all_links(entry: Mapping[str, Any], base: str | None) -> tuple[str, ...]:
@@ -260,6 +284,7 @@ def normalize_entry(entry: Mapping[str, Any], ctx: FeedContext) -> NormalizedEnt
         doi=doi_of(entry, _links(entry)), repo=repo, tag=tag,
         prerelease=release_like and is_prerelease(tag or "", title),
         notes=tuple(note for note in (title_note, date_note) if note),
+        body=_body(entry, summary),
         **_arxiv_fields(arxiv),
     )
     return dataclasses.replace(record, content_hash=content_hash(record))
@@ -276,6 +301,8 @@ def content_hash(record: NormalizedEntry) -> str:
     """SHA-256 over the normalised fields; a fallback date (the fetch time) is left out."""
     fields = record.row()
     del fields["content_hash"]
+    if not record.body:  # entries without a body keep the hash they had before bodies were kept
+        del fields["body"]
     fields["published"] = None if record.published_is_fallback else record.published.isoformat()
     blob = json.dumps(fields, ensure_ascii=False, sort_keys=True)
     return hashlib.sha256(blob.encode("utf-8", "replace")).hexdigest()
@@ -360,7 +387,8 @@ def normalize_feed(parsed: Mapping[str, Any], ctx: FeedContext) -> NormalizedFee
     if repeated:
         shown = ", ".join(repeated[:3]) + (", ..." if len(repeated) > 3 else "")
         warnings.append(f"{len(repeated)} repeated entry ids, first kept: {shown}")
-    return NormalizedFeed(list(records.values()), len(raw_entries), warnings, api_errors)
+    return NormalizedFeed(list(records.values()), len(raw_entries), warnings, api_errors,
+                          feed_interval(parsed.get("feed")))
 
 
 def bozo_warning(parsed: Mapping[str, Any]) -> str | None:

@@ -1,20 +1,29 @@
 """Ingestion: fetch every enabled source, parse it, store its new and changed entries.
 
     specs ─► sync Source rows ─► per source, at most ``concurrency`` at a time:
+        next_fetch_at still ahead ─► not_due (no request, nothing written)
         fetch (fetch.py: local file or conditional GET, caps, one retry)
-          ├─ 304, or a body with the stored SHA-256 ─► not_modified (nothing parsed)
+          ├─ 304, an unchanged file, or a body with the stored SHA-256 ─► not_modified
           └─ body ─► feedparser on the bytes (in a thread) ─► normalize.py ─► store.py
         ─► outcome on Source + a FetchLog row, committed with the entries (one
-           transaction per source, so a crash loses at most the source in flight)
+           transaction per source, so a crash loses at most the source in flight);
+           not_modified and error outcomes together in one transaction at the end
 
 Semantics:
+
+- ``not_due`` means the source's ``next_fetch_at`` (set by its last fetch from
+  Cache-Control max-age, RSS ``<ttl>`` or ``sy:updatePeriod``/``updateFrequency``,
+  bounded by ``FetchOptions.due_floor``/``due_ceiling``; see due.py) is after
+  ``now``: no request is made and nothing is written. ``force=True`` fetches anyway.
+  Due times are for HTTP sources: a local file is checked on every run, by its
+  modification time and size (unchanged: not_modified, not even read).
 
 - ``not_modified`` means the server answered 304, or the body's SHA-256 equals
   the stored ``body_hash`` (a local file that did not change, or a server
   without validators): nothing is parsed and ``entries_total`` is 0.
 - An entry already stored is updated in place only when its content hash changed.
-- ``store=False`` (``digest sources check``) sends no validators and ignores the
-  stored body hash, so it always downloads and parses; it reports how many
+- ``store=False`` (``digest sources check``) ignores due times, sends no validators
+  and ignores the stored body hash, so it always downloads and parses; it reports how many
   entries *would* be new or updated and writes nothing.
 - An arXiv API error document (entries with ids ``.../api/errors#...``) is a
   per-source error naming arXiv's message, when it holds no real entries;
@@ -38,10 +47,12 @@ import httpx
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from digest import metrics
 from digest.domain.errors import NotAFeedError, SourceError
 from digest.domain.status import FetchStatus
+from digest.ingest import due
 from digest.ingest import store as storage
-from digest.ingest.fetch import Download, Fetcher, FetchOptions, Validators, make_client
+from digest.ingest.fetch import Download, Fetcher, FetchOptions, Validators
 from digest.ingest.jsonfeed import parse_json_feed
 from digest.ingest.normalize import (
     NormalizedFeed,
@@ -59,6 +70,7 @@ __all__ = [
     "FetchOptions",
     "FetchResult",
     "SourceState",
+    "feedparse",
     "fetch_sources",
     "parse_document",
     "source_states",
@@ -96,18 +108,24 @@ def parse_document(body: bytes, spec: SourceSpec, download: Download,
     return feed, warnings
 
 
-def _feedparser(body: bytes, download: Download) -> Any:
-    """feedparser on the bytes, with the HTTP headers that decide encoding and base URL."""
+def feedparse(body: bytes, content_type: str | None = None, url: str | None = None) -> Any:
+    """feedparser on the bytes, with the HTTP headers that decide encoding and base URL.
+
+    feedparser's own HTML passes (sanitising, resolving relative URIs) are off: they
+    cost more than the XML parse itself, and normalisation makes every HTML field
+    plain text and resolves every link in one pass of its own (feedtext.py).
+    """
     headers = {}
-    if download.content_type:  # without one, feedparser sniffs the XML like a local file
-        headers = {"content-type": download.content_type, "content-location": download.url or ""}
+    if content_type:  # without one, feedparser sniffs the XML like a local file
+        headers = {"content-type": content_type, "content-location": url or ""}
     # A BytesIO, not the bytes: given bytes, feedparser first tries open() them as a file name.
-    return feedparser.parse(io.BytesIO(body), response_headers=headers)
+    return feedparser.parse(io.BytesIO(body), response_headers=headers, sanitize_html=False,
+                            resolve_relative_uris=False)
 
 
 def _parse(body: bytes, spec: SourceSpec, download: Download) -> Any:
     try:
-        return parse_json_feed(body) or _feedparser(body, download)
+        return parse_json_feed(body) or feedparse(body, download.content_type, download.url)
     except Exception as exc:  # feedparser gives up on some inputs with its own exceptions
         reason = f"not a feed: the parser failed ({type(exc).__name__}: {_line(exc)})"
         raise NotAFeedError(spec.key, spec.url, reason) from exc
@@ -121,17 +139,33 @@ def _not_a_feed_reason(body: bytes, download: Download) -> str:
 
 
 class _Run:
-    """One fetch run: shared client, limits, write lock and the known source rows."""
+    """One fetch run: the fetcher, limits, write lock, the known source rows, deferred outcomes."""
 
     def __init__(self, sessions: SessionFactory, fetcher: Fetcher, options: FetchOptions,
-                 snapshots: dict[str, SourceSnapshot], now: dt.datetime, store: bool) -> None:
+                 snapshots: dict[str, SourceSnapshot], now: dt.datetime, store: bool,
+                 force: bool = False) -> None:
         self.sessions, self.fetcher, self.options = sessions, fetcher, options
-        self.snapshots, self.now, self.store = snapshots, now, store
+        self.snapshots, self.now, self.store, self.force = snapshots, now, store, force
         self.slots = asyncio.Semaphore(options.concurrency)
         self.write_lock = asyncio.Lock()
+        self.deferred: list[tuple[SourceSnapshot, FetchResult, Download | None]] = []
 
     async def source(self, spec: SourceSpec) -> FetchResult:
-        """Fetch, parse and store one source; every failure ends as an error result."""
+        """Fetch, parse and store one source, unless it is not due; failures end as errors."""
+        if self._not_due(spec):
+            result = FetchResult(spec.key, FetchStatus.NOT_DUE, None)  # no request, nothing stored
+        else:
+            result = await self._fetched(spec)
+        metrics.active().fetched(spec.key, result.status)
+        return result
+
+    def _not_due(self, spec: SourceSpec) -> bool:
+        known = self.snapshots.get(spec.key)
+        if not self.store or self.force or known is None or spec.is_local:  # a check fetches
+            return False
+        return not due.is_due(self.now, known.next_fetch_at)
+
+    async def _fetched(self, spec: SourceSpec) -> FetchResult:
         async with self.slots:
             started = time.perf_counter()
             result, download = await self._guarded(spec, started)
@@ -139,9 +173,10 @@ class _Run:
             if len(result.warnings) > MAX_WARNINGS:
                 extra = len(result.warnings) - MAX_WARNINGS
                 result.warnings = [*result.warnings[:MAX_WARNINGS], f"... and {extra} more"]
-            if self.store and result.status != FetchStatus.OK:  # OK was committed with entries
+            known = self.snapshots.get(spec.key)
+            if self.store and known and result.status != FetchStatus.OK:  # OK: stored already
                 fresh = download if result.status == FetchStatus.NOT_MODIFIED else None
-                await self._record(spec, result, fresh)
+                self.deferred.append((known, result, fresh))
             return result
 
     async def _guarded(
@@ -188,13 +223,14 @@ class _Run:
 
     async def _store(self, spec: SourceSpec, result: FetchResult, feed: NormalizedFeed,
                      download: Download, started: float) -> None:
-        """Entries, outcome and body hash of one source in one transaction."""
+        """Entries, outcome, body hash and due time of one source in one transaction."""
         known = self.snapshots[spec.key]  # every spec was synced before a storing run
         async with self.write_lock, self.sessions() as session:
             counts = await storage.write_entries(session, known.id, feed.entries, self.now)
             result.entries_new, result.entries_updated = counts
             result.seconds = time.perf_counter() - started
-            await self._write_outcome(session, known.id, result, download, download.body_hash)
+            outcome = self._outcome(known.id, result, download, feed.interval)
+            await storage.record_outcomes(session, [outcome], self.now)
             await session.commit()
 
     async def _count(self, spec: SourceSpec, result: FetchResult, feed: NormalizedFeed) -> None:
@@ -205,30 +241,39 @@ class _Run:
                                                  feed.entries)
         result.entries_new, result.entries_updated = counts
 
-    async def _record(self, spec: SourceSpec, result: FetchResult,
-                      download: Download | None) -> None:
-        """Store a not_modified or error outcome in its own short transaction.
+    async def record_deferred(self) -> None:
+        """Store every not_modified and error outcome of the run in one short transaction.
 
-        ``download`` (only for not_modified) brings validators to store; an error keeps the
-        old ones, so that a body that failed to parse is fetched in full next time.
+        They carry no entries, so writing them together costs one commit, not one per
+        source (a crash loses only this bookkeeping). A not_modified download brings
+        validators to store and keeps the last interval unless it says a new max-age; an
+        error keeps the old validators (a body that failed to parse is fetched in full
+        next time) and makes the source due on the next run.
         """
-        known = self.snapshots.get(spec.key)
-        if known is None:
+        outcomes = [self._outcome(known.id, result, download,
+                                  due.previous_interval(known.last_fetched_at, known.next_fetch_at))
+                    for known, result, download in self.deferred]
+        if not outcomes:
             return
         try:
             async with self.write_lock, self.sessions() as session:
-                await self._write_outcome(session, known.id, result, download, None)
+                await storage.record_outcomes(session, outcomes, self.now)
                 await session.commit()
         except SQLAlchemyError as exc:
-            log.warning("recording the outcome of %s failed: %s", spec.key, _line(exc))
+            log.warning("recording the fetch outcomes failed: %s", _line(exc))
 
-    async def _write_outcome(self, session: AsyncSession, source_id: int, result: FetchResult,
-                             download: Download | None, body_hash: str | None) -> None:
-        validators = None
-        if download is not None and download.http_status is not None:
-            validators = (download.validators.etag, download.validators.last_modified)
-        await storage.record_outcome(session, source_id, result, self.now,
-                                     validators=validators, body_hash=body_hash)
+    def _outcome(self, source_id: int, result: FetchResult, download: Download | None,
+                 interval: dt.timedelta | None) -> storage.Outcome:
+        """What to store of one fetch: validators, body hash and when it is due again."""
+        if download is None:  # an error: keep validators and hash, due on the next run
+            return storage.Outcome(source_id, result)
+        next_at = None  # a local file (no HTTP status) is read whenever it changed
+        if download.http_status is not None:
+            hint = due.longest([download.max_age, interval])
+            next_at = due.next_fetch_at(self.now, hint, self.options.due_floor,
+                                        self.options.due_ceiling)
+        validators = (download.validators.etag, download.validators.last_modified)
+        return storage.Outcome(source_id, result, validators, download.body_hash, next_at)
 
 
 def _line(exc: BaseException) -> str:
@@ -255,12 +300,17 @@ async def fetch_sources(
     store: bool = True,
     progress: Callable[[FetchResult], None] | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
+    force: bool = False,
 ) -> list[FetchResult]:
-    """Fetch every enabled spec; one result per enabled spec, in spec order."""
+    """Fetch every enabled spec; one result per enabled spec, in spec order.
+
+    A source whose stored ``next_fetch_at`` is after ``now`` is ``not_due``: no request,
+    nothing written; ``force`` fetches it anyway.
+    """
     snapshots = await _prepare(sessions, specs, store)  # disabled ones too: their flag is shown
     enabled = [spec for spec in specs if spec.enabled]
-    async with make_client(options, transport) as client:
-        run = _Run(sessions, Fetcher(client, options), options, snapshots, now, store)
+    async with Fetcher(options, transport) as fetcher:
+        run = _Run(sessions, fetcher, options, snapshots, now, store, force)
 
         async def one(spec: SourceSpec) -> FetchResult:
             result = await run.source(spec)
@@ -268,4 +318,6 @@ async def fetch_sources(
                 progress(result)
             return result
 
-        return list(await asyncio.gather(*(one(spec) for spec in enabled)))
+        results = list(await asyncio.gather(*(one(spec) for spec in enabled)))
+    await run.record_deferred()
+    return results

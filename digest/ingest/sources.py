@@ -1,9 +1,10 @@
-"""The source list: the built-in real sources, or a TOML file named by ``DIGEST_SOURCES``.
+"""The source list: the built-in real sources plus ``DIGEST_SOURCES_EXTRA``, or only ``DIGEST_SOURCES``.
 
 A source file holds ``[[source]]`` tables with ``key``, ``name``, ``url``
 (required), ``kind`` (default ``rss``), ``weight`` (default 0.5) and
 ``enabled`` (default true). An unknown field, a bad value or a repeated key is
-a :class:`ConfigError` naming the file and line.
+a :class:`ConfigError` naming the file and line; a key in both the built-in
+list and the extra file names both.
 """
 
 from __future__ import annotations
@@ -50,9 +51,36 @@ def default_sources_path() -> Path:
     return data_dir() / "sources.toml"
 
 
-def load_sources(path: Path | None = None) -> list[SourceSpec]:
-    """Load and validate a source file (the built-in list when ``path`` is None)."""
-    path = path or default_sources_path()
+def load_sources(path: Path | None = None, extra: Path | None = None) -> list[SourceSpec]:
+    """``path`` alone when given (it replaces the list), else the built-in list plus ``extra``."""
+    if path is not None:
+        return load_file(path)
+    specs = load_file(default_sources_path())
+    if extra is None or not extra.exists():
+        return specs
+    return merged(specs, default_sources_path(), load_file(extra), extra)
+
+
+def merged(base: list[SourceSpec], base_path: Path, added: list[SourceSpec],
+           added_path: Path) -> list[SourceSpec]:
+    """``base`` then ``added``; a key in both is a ConfigError naming both files and lines."""
+    known = {spec.key for spec in base}
+    for spec in added:
+        if spec.key in known:
+            raise ConfigError(f"{added_path}:{key_line(added_path, spec.key)}: source key {spec.key!r} "
+                              f"is already in {base_path}:{key_line(base_path, spec.key)}")
+    return base + added
+
+
+def key_line(path: Path, key: str) -> int:
+    """The line of ``key = "KEY"`` in a source file (0 if not found)."""
+    pattern = re.compile(rf"""^\s*["']?key["']?\s*=\s*["']{re.escape(key)}["']""")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return next((n for n, line in enumerate(lines, 1) if pattern.match(line)), 0)
+
+
+def load_file(path: Path) -> list[SourceSpec]:
+    """Load and validate one source file."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:

@@ -1,10 +1,11 @@
 """Database side of ingestion: source rows, entry upserts, fetch outcomes.
 
 Helpers take a session and never commit; the caller (``ingest``) owns the
-transaction, one per source. Entries are written in bulk: the stored
-``(entry_key, content_hash)`` pairs of the document's keys are read in one
-query per 1,000 keys, new rows go in with one executemany-style INSERT, changed
-rows with one bulk UPDATE by primary key.
+transaction, one per source. Entries are written in bulk with Core
+statements (no ORM objects): the stored ``(entry_key, content_hash)`` pairs
+of the document's keys are read in one query per 1,000 keys, new rows go in
+with one executemany INSERT per 500 rows, changed rows with one executemany
+UPDATE by primary key per 500 rows.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import Boolean, String, Table, Text, bindparam, case, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from digest.domain.status import FetchStatus
@@ -24,16 +25,21 @@ from digest.store.db import SessionFactory
 from digest.store.models import Entry, FetchLog, Source
 
 KEY_BATCH = 1000
+ROW_BATCH = 500
+_ENTRY = cast(Table, Entry.__table__)  # Core statements: no ORM objects per row
+_UPDATE_ENTRY = update(_ENTRY).where(_ENTRY.c.id == bindparam("entry_id"))
 
 
 @dataclass(frozen=True)
 class SourceSnapshot:
-    """What a fetch needs from a stored source: its id and cache validators."""
+    """What a fetch needs from a stored source: its id, cache validators and due time."""
 
     id: int
     etag: str | None
     last_modified: str | None
     body_hash: str | None
+    last_fetched_at: dt.datetime | None = None
+    next_fetch_at: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -86,7 +92,7 @@ class FetchResult:
 
 
 async def sync_sources(session: AsyncSession, specs: Sequence[SourceSpec]) -> dict[str, Source]:
-    """Insert or update one ``Source`` row per spec (by key); a changed URL forgets validators."""
+    """Insert or update one ``Source`` row per spec (by key); a moved feed forgets validators and due time."""
     keys = [spec.key for spec in specs]
     found = await session.scalars(select(Source).where(Source.key.in_(keys)))
     rows = {row.key: row for row in found}
@@ -97,6 +103,7 @@ async def sync_sources(session: AsyncSession, specs: Sequence[SourceSpec]) -> di
             session.add(row)
         elif row.url != spec.url:
             row.url, row.etag, row.last_modified, row.body_hash = spec.url, None, None, None
+            row.next_fetch_at = None  # the new URL is due at once
         row.name, row.kind = spec.name, spec.kind
         row.weight, row.enabled = spec.weight, spec.enabled
     await session.flush()
@@ -105,7 +112,8 @@ async def sync_sources(session: AsyncSession, specs: Sequence[SourceSpec]) -> di
 
 def snapshot(row: Source) -> SourceSnapshot:
     """The fetch-relevant part of a source row."""
-    return SourceSnapshot(row.id, row.etag, row.last_modified, row.body_hash)
+    return SourceSnapshot(row.id, row.etag, row.last_modified, row.body_hash,
+                          row.last_fetched_at, row.next_fetch_at)
 
 
 async def read_snapshots(session: AsyncSession, keys: Sequence[str]) -> dict[str, SourceSnapshot]:
@@ -153,46 +161,95 @@ async def write_entries(session: AsyncSession, source_id: int, records: Sequence
     """Insert new entries and update changed ones in bulk; return (new, updated)."""
     stored = await stored_hashes(session, source_id, [r.entry_key for r in records])
     new, changed = split_changes(records, stored)
-    if new:
-        rows = [{**r.row(), "source_id": source_id, "first_seen": now, "updated_at": now}
-                for r in new]
-        await session.execute(insert(Entry), rows)
-    if changed:
-        await session.execute(update(Entry), [_update_row(id_, r, now) for id_, r in changed])
+    rows = [{**r.row(), "source_id": source_id, "first_seen": now, "updated_at": now} for r in new]
+    await _executemany(session, insert(_ENTRY), rows)
+    fallback = [_update_row(id_, r, now) for id_, r in changed if r.published_is_fallback]
+    dated = [_update_row(id_, r, now) for id_, r in changed if not r.published_is_fallback]
+    await _executemany(session, _UPDATE_ENTRY, dated)
+    await _executemany(session, _UPDATE_ENTRY, fallback)  # one statement per set of columns
     return len(new), len(changed)
 
 
+async def _executemany(session: AsyncSession, statement: Any, rows: list[dict[str, Any]]) -> None:
+    """One Core executemany per ``ROW_BATCH`` rows (no ORM objects, bounded parameter sets)."""
+    for start in range(0, len(rows), ROW_BATCH):
+        await session.execute(statement, rows[start:start + ROW_BATCH])
+
+
 def _update_row(entry_id: int, record: NormalizedEntry, now: dt.datetime) -> dict[str, Any]:
-    row = {**record.row(), "id": entry_id, "updated_at": now}
+    row = {**record.row(), "entry_id": entry_id, "updated_at": now}
     if record.published_is_fallback:  # keep the first fallback (first-seen) time
         del row["published"], row["published_is_fallback"]
     return row
 
 
-async def record_outcome(session: AsyncSession, source_id: int, outcome: FetchResult, now: dt.datetime,
-                         *, validators: tuple[str | None, str | None] | None = None,
-                         body_hash: str | None = None) -> None:
-    """Store the outcome on the source row and add a ``FetchLog`` row."""
-    values: dict[str, Any] = {
-        "last_fetched_at": now, "last_status": outcome.status,
-        "last_http_status": outcome.http_status, "last_error": outcome.error,
+@dataclass(frozen=True)
+class Outcome:
+    """One fetch outcome to store on its source row (and as a ``FetchLog`` row).
+
+    ``validators`` None keeps the stored ones (an error); ``body_hash`` None keeps the
+    stored hash (a 304); ``next_fetch_at`` None makes the source due on the next run.
+    """
+
+    source_id: int
+    result: FetchResult
+    validators: tuple[str | None, str | None] | None = None
+    body_hash: str | None = None
+    next_fetch_at: dt.datetime | None = None
+
+
+def _kept_or_new(column: str) -> Any:
+    """``column`` as stored when the parameter ``keep`` is true, else the parameter ``column``."""
+    return case((bindparam("keep", type_=Boolean), _SOURCE.c[column]),
+                else_=bindparam(f"new_{column}", type_=Text))
+
+
+_SOURCE = cast(Table, Source.__table__)
+_FETCH_LOG = cast(Table, FetchLog.__table__)
+_RECORD_SOURCE = update(_SOURCE).where(_SOURCE.c.id == bindparam("source_id")).values(
+    last_fetched_at=bindparam("now"), last_status=bindparam("status"),
+    last_http_status=bindparam("http_status"), last_error=bindparam("error"),
+    next_fetch_at=bindparam("next_at"),
+    consecutive_failures=case((bindparam("failed", type_=Boolean),
+                               _SOURCE.c.consecutive_failures + 1), else_=0),
+    etag=_kept_or_new("etag"), last_modified=_kept_or_new("last_modified"),
+    body_hash=func.coalesce(bindparam("new_body_hash", type_=String), _SOURCE.c.body_hash),
+)
+
+
+async def record_outcomes(session: AsyncSession, outcomes: Sequence[Outcome],
+                          now: dt.datetime) -> None:
+    """Store outcomes and next due times on their source rows, with one ``FetchLog`` row each.
+
+    Two executemany statements whatever the number of outcomes.
+    """
+    if not outcomes:
+        return
+    await session.execute(_RECORD_SOURCE, [_source_params(o, now) for o in outcomes])
+    await session.execute(insert(_FETCH_LOG), [_log_row(o.source_id, o.result, now)
+                                               for o in outcomes])
+
+
+def _source_params(outcome: Outcome, now: dt.datetime) -> dict[str, Any]:
+    result = outcome.result
+    etag, last_modified = outcome.validators or (None, None)
+    return {
+        "source_id": outcome.source_id, "now": now, "status": result.status,
+        "http_status": result.http_status, "error": result.error,
+        "next_at": outcome.next_fetch_at, "failed": result.status == FetchStatus.ERROR,
+        "keep": outcome.validators is None, "new_etag": etag, "new_last_modified": last_modified,
+        "new_body_hash": outcome.body_hash,
     }
-    if outcome.status == FetchStatus.ERROR:
-        values["consecutive_failures"] = Source.consecutive_failures + 1
-    else:
-        values["consecutive_failures"] = 0
-    if validators is not None:
-        values["etag"], values["last_modified"] = validators
-    if body_hash is not None:
-        values["body_hash"] = body_hash
-    await session.execute(update(Source).where(Source.id == source_id).values(**values))
-    session.add(FetchLog(
-        source_id=source_id, started_at=now, status=outcome.status,
-        http_status=outcome.http_status, entries_total=outcome.entries_total,
-        entries_new=outcome.entries_new, entries_updated=outcome.entries_updated,
-        bytes=outcome.bytes, seconds=outcome.seconds, warnings=list(outcome.warnings),
-        error=outcome.error,
-    ))
+
+
+def _log_row(source_id: int, outcome: FetchResult, now: dt.datetime) -> dict[str, Any]:
+    return {
+        "source_id": source_id, "started_at": now, "status": outcome.status,
+        "http_status": outcome.http_status, "entries_total": outcome.entries_total,
+        "entries_new": outcome.entries_new, "entries_updated": outcome.entries_updated,
+        "bytes": outcome.bytes, "seconds": outcome.seconds, "warnings": list(outcome.warnings),
+        "error": outcome.error,
+    }
 
 
 async def source_states(sessions: SessionFactory) -> list[SourceState]:

@@ -88,6 +88,7 @@ class Source(Base):
     last_http_status: Mapped[int | None] = mapped_column(Integer)
     last_error: Mapped[str | None] = mapped_column(Text)
     consecutive_failures: Mapped[int] = mapped_column(Integer, default=0)
+    next_fetch_at: Mapped[dt.datetime | None]  # not fetched before this (the feed's own max-age/ttl)
 
 
 class FetchLog(Base):
@@ -341,3 +342,13 @@ class RunReport(Base):
     finished_at: Mapped[dt.datetime]
     ok: Mapped[bool] = mapped_column(Boolean)
     report: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class RateBucket(Base):
+    """A token bucket every process sees (per platform, chat or web client): tokens left, last refill."""
+
+    __tablename__ = "rate_bucket"
+
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    tokens: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[dt.datetime]

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Text, cast, exists, func, literal, select, true, update
+from sqlalchemy import ColumnElement, Text, and_, cast, exists, func, literal, select, true, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from digest.domain.daytext import extractive_day
@@ -59,9 +59,14 @@ async def event_sources(session: AsyncSession, event_ids: Sequence[int]) -> dict
             for event_id, pairs in (await event_entries(session, event_ids)).items()}
 
 
+def listed() -> ColumnElement[bool]:
+    """Digests readers see: not a partial draft, not hidden by ``digest delete --force``."""
+    return and_(Digest.partial.is_(False), Digest.hidden_at.is_(None))
+
+
 async def latest_digest_date(session: AsyncSession) -> dt.date | None:
-    """The date of the newest built digest, or None before the first build."""
-    return await session.scalar(select(func.max(Digest.date)))
+    """The date of the newest listed digest, or None before the first build."""
+    return await session.scalar(select(func.max(Digest.date)).where(listed()))
 
 
 async def load_view(session: AsyncSession, date: dt.date, locale: str) -> DigestView:
@@ -213,8 +218,8 @@ def _with_layer(layer: str | None) -> ColumnElement[bool]:
 async def list_digests(
     session: AsyncSession, locale: str, *, page: int = 1, per_page: int = 20, layer: str | None = None
 ) -> DigestPage:
-    """One page of built digests, newest first; ``layer`` keeps digests with an event in it."""
-    where = _with_layer(layer)
+    """One page of listed digests, newest first; ``layer`` keeps digests with an event in it."""
+    where = and_(listed(), _with_layer(layer))
     total = int(await session.scalar(select(func.count()).select_from(Digest).where(where)) or 0)
     digests = (await session.scalars(
         select(Digest).where(where).order_by(Digest.date.desc())
@@ -256,9 +261,9 @@ async def day_titles(session: AsyncSession, digests: Sequence[Digest], locale: s
 
 
 async def count_read(session: AsyncSession, date: dt.date) -> int | None:
-    """Add one view to the digest of ``date`` atomically; the new count, or None when unbuilt."""
+    """Add one view to the digest of ``date`` atomically; the new count, or None when not listed."""
     result = await session.execute(
-        update(Digest).where(Digest.date == date)
+        update(Digest).where(Digest.date == date, listed())
         .values(read_count=Digest.read_count + 1).returning(Digest.read_count)
         .execution_options(synchronize_session=False)
     )
@@ -272,7 +277,7 @@ async def event_detail(session: AsyncSession, event_id: int, locale: str) -> Eve
     event = await session.get(Event, event_id)
     shows = (await session.execute(
         select(DigestEvent, Digest).join(Digest, Digest.id == DigestEvent.digest_id)
-        .where(DigestEvent.event_id == event_id).order_by(Digest.date.desc())
+        .where(DigestEvent.event_id == event_id, listed()).order_by(Digest.date.desc())
     )).all()
     if event is None or not shows:
         return None
@@ -320,7 +325,7 @@ async def recent_events(
     ``order="date"``: newest digest first, then rank; ``order="score"``: best first.
     Write-ups are loaded for the chosen events only.
     """
-    recent = select(Digest.id).where(Digest.window_end > since)  # IN: digest_event's key is used
+    recent = select(Digest.id).where(Digest.window_end > since, listed())  # IN: digest_event's key is used
     ranking = ((DigestEvent.score.desc(), Digest.date.desc(), DigestEvent.rank) if order == "score"
                else (Digest.date.desc(), DigestEvent.rank))
     query = (
@@ -346,7 +351,9 @@ async def recent_events(
 
 async def all_event_ids(session: AsyncSession) -> list[int]:
     """Every event shown in at least one digest (the static export writes a page for each)."""
-    rows = await session.scalars(select(DigestEvent.event_id).distinct().order_by(DigestEvent.event_id))
+    rows = await session.scalars(select(DigestEvent.event_id).distinct()
+                                 .join(Digest, Digest.id == DigestEvent.digest_id).where(listed())
+                                 .order_by(DigestEvent.event_id))
     return list(rows)
 
 

@@ -3,8 +3,8 @@
 Addresses: email normalised by email-validator (no DNS), then lowercased, ASCII
 only (an internationalised domain IDNA-encoded, a non-ASCII mailbox name or an
 ``=?`` refused: see ``_email``);
-telegram an integer chat id (negative for groups); discord ``channel:<id>``
-or ``user:<id>`` (a bare snowflake means a channel), id of 17 to 20 digits.
+telegram an integer chat id (negative for groups); discord a channel id, stored bare
+(``channel:<id>`` is accepted), or ``user:<id>`` for a DM; ids of 17 to 20 digits.
 Every refusal is a :class:`~digest.domain.errors.SubscriptionError` naming its field.
 """
 
@@ -89,8 +89,9 @@ def _discord(text: str) -> str:
     match = _DISCORD.fullmatch(text)
     if not match or int(match[2]) >= 2**64:
         raise SubscriptionError(
-            f"not a Discord id (channel:<id> or user:<id>, 17 to 20 digits): {text!r}", field="address")
-    return f"{match[1] or 'channel'}:{match[2]}"
+            f"not a Discord id (a channel id, or user:<id> for a DM; 17 to 20 digits): {text!r}",
+            field="address")
+    return f"user:{match[2]}" if match[1] == "user" else match[2]  # a channel is stored as its bare id
 
 
 def validate_layers(layers: str | Iterable[str] | None) -> list[str]:

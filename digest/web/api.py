@@ -22,8 +22,10 @@ from digest.domain.locales import LOCALES
 from digest.render.renderer import Renderer, safe_url
 from digest.store import queries
 from digest.store.db import SessionFactory
+from digest.web.cache import JSON, Cached, PageCache, respond
 from digest.web.openapi import openapi
 from digest.web.pages import Links, WebLinks
+from digest.web.reads import archive_stamp
 
 MAX_DAYS = 365
 MAX_PAGE = 100_000
@@ -118,8 +120,10 @@ class JsonApi:
     """The ``/api/*`` routes; holds its dependencies, no globals."""
 
     def __init__(self, sessions: SessionFactory, renderer: Renderer, *, site_url: str,
-                 default_locale: str, page_size: int, clock: Callable[[], dt.datetime]) -> None:
+                 default_locale: str, page_size: int, clock: Callable[[], dt.datetime],
+                 cache: PageCache | None = None) -> None:
         self.sessions = sessions
+        self.cache = cache or PageCache()
         self.renderer = renderer
         self.links = WebLinks(site_url.rstrip("/"))
         self.site_url = site_url.rstrip("/")
@@ -173,13 +177,20 @@ class JsonApi:
         days = int_param(request, "days", 7, 1, MAX_DAYS)
         min_score = _score_param(request)
         since = self.clock() - dt.timedelta(days=days)
-        async with self.sessions() as session:
-            found = await queries.recent_events(session, locale, since=since, layer=layer,
-                                                min_score=min_score)
-        return JSONResponse({
-            "days": days, "layer": layer, "min_score": min_score, "locale": locale,
-            "events": [recent_event_json(e, self.links) for e in found],
-        })
+        stamp = await archive_stamp(self.sessions, since=since)  # the digests in the window
+
+        async def make() -> Cached:
+            async with self.sessions() as session:
+                found = await queries.recent_events(session, locale, since=since, layer=layer,
+                                                    min_score=min_score)
+            body = bytes(JSONResponse({
+                "days": days, "layer": layer, "min_score": min_score, "locale": locale,
+                "events": [recent_event_json(e, self.links) for e in found],
+            }).body)
+            return Cached.of(body, JSON, stamp.changed(self.clock()))
+
+        cached = await self.cache.get(("events", locale, layer, days, min_score, stamp), make)
+        return respond(request, cached, {"cache-control": "no-cache"})
 
     async def event(self, request: Request) -> Response:
         """``/api/events/<id>``: one event with all its sources and digests."""

@@ -36,7 +36,9 @@ def _list(name: str) -> dict[str, Any]:
 
 SCHEMAS: dict[str, Any] = {
     "Error": _obj({"error": _STR}),
-    "Health": _obj({"status": {"type": "string", "enum": ["ok", "error"]}}, {"error": _STR}),
+    "Health": _obj({"status": {"type": "string", "enum": ["ok", "error"]}}, {
+        "error": _STR, "database": _STR, "last_run": {"type": ["object", "null"]},
+        "next_run": {"type": ["string", "null"]}}),
     "DigestSummary": _obj({
         "date": _DATE, "locale": _STR, "title": _STR, "events": _INT, "layers": _LAYERS,
         "top_score": _NUM, "built_at": _TIME, "published_at": {"type": ["string", "null"]},
@@ -74,6 +76,24 @@ SCHEMAS: dict[str, Any] = {
         "score_breakdown": _BREAKDOWN, "layers": _LAYERS, "first_seen": _TIME, "page": _STR,
         "sources": _list("EventSource"), "digests": _list("Appearance"),
     }),
+    "SearchHit": _obj({
+        "kind": {"type": "string", "enum": ["event", "digest"]}, "id": _INT, "title": _STR, "snippet": _STR,
+        "locale": {"type": "string", "description": "of the matching text; empty for an event's own title"},
+        "score": {"type": "number", "description": "higher is better, within one search"},
+        "date": {"type": ["string", "null"], "format": "date", "description": "a digest's date"},
+        "url": _STR,
+    }),
+    "SearchResults": _obj({"query": _STR, "layer": {"type": ["string", "null"]}, "locale": _STR,
+                           "results": _list("SearchHit")}),
+    "WeeklyCounts": _obj({
+        "weeks": {"type": "array", "items": _DATE, "description": "each week's Monday, oldest first"},
+        "layers": _LAYERS,
+        "counts": {"type": "object", "additionalProperties": {"type": "array", "items": _INT},
+                   "description": "per layer, events first shown in each week (same order as weeks)"},
+    }),
+    "Stats": _obj({"weeks": {"type": "array", "items": _DATE}, "layers": _LAYERS,
+                   "counts": {"type": "object", "additionalProperties": {"type": "array", "items": _INT}},
+                   "archive": _ref("WeeklyCounts")}),  # the last 12 weeks; archive: since the first digest
 }
 
 
@@ -108,6 +128,9 @@ def openapi(site_url: str) -> dict[str, Any]:
                   "digests whose window ended in the last N days")
     score = _param("min_score", {"type": "number", "minimum": 0, "maximum": 100, "default": 0},
                    "minimum event score")
+    query = {**_param("q", {"type": "string", "minLength": 1, "maxLength": 200},
+                      "words to find (all of them); English or Chinese"), "required": True}
+    limit = _param("limit", {"type": "integer", "minimum": 1, "maximum": 50, "default": 20}, "at most N hits")
     return {
         "openapi": "3.1.0",
         "info": {"title": "compiler-digest archive API", "version": "1",
@@ -122,6 +145,10 @@ def openapi(site_url: str) -> dict[str, Any]:
                                 [_LAYER, days, score, _LANG], _answer("EventList", "events", 400)),
             "/api/events/{id}": _get("One event with every source and digest", [event_id, _LANG],
                                      _answer("EventDetail", "the event", 400, 404)),
+            "/api/search": _get("Full-text search of events and digests, best first",
+                                [query, _LAYER, limit, _LANG], _answer("SearchResults", "hits", 400)),
+            "/api/stats": _get("Events per layer per week (first showing in a listed digest)",
+                               [_LAYER], _answer("Stats", "weekly counts", 400)),
             "/healthz": _get("Database health", [], {
                 "200": {"description": "ok", "content": {"application/json": {"schema": _ref("Health")}}},
                 "503": {"description": "database unavailable",

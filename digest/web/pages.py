@@ -19,6 +19,7 @@ from digest.render.i18n import component_label, labels
 from digest.render.renderer import Renderer, clean_view
 from digest.render.safety import clean_text
 from digest.store.queries import DigestPage, EventDetail
+from digest.web.meta import Preview, describe
 
 WEB_LABELS: dict[str, dict[str, str]] = {
     "zh": {
@@ -65,8 +66,8 @@ class Links(Protocol):
         """The event page."""
         ...
 
-    def feed(self) -> str:
-        """The Atom feed."""
+    def feed(self, layer: str | None = None) -> str:
+        """The Atom feed (of one layer's digests)."""
         ...
 
     def css(self) -> str:
@@ -99,9 +100,9 @@ class WebLinks:
         """``/e/<id>``."""
         return f"{self.base}/e/{event_id}" + self._q()
 
-    def feed(self) -> str:
-        """``/feed.xml``."""
-        return f"{self.base}/feed.xml" + self._q()
+    def feed(self, layer: str | None = None) -> str:
+        """``/feed.xml?layer=``."""
+        return f"{self.base}/feed.xml" + self._q(layer=layer)
 
     def css(self) -> str:
         """``/style.css``."""
@@ -126,9 +127,9 @@ class StaticLinks:
         """``e/<id>.html``."""
         return f"{self.prefix}e/{event_id}.html"
 
-    def feed(self) -> str:
-        """``feed.xml``."""
-        return f"{self.prefix}feed.xml"
+    def feed(self, layer: str | None = None) -> str:
+        """``feed.xml``, ``feed-<layer>.xml``."""
+        return f"{self.prefix}feed-{layer}.xml" if layer else f"{self.prefix}feed.xml"
 
     def css(self) -> str:
         """``style.css``."""
@@ -149,7 +150,17 @@ class Chrome:
 
     links: Links
     reads: bool = True
+    reads_slot: bool = False  # the web app's cached pages: a slot (digest.web.cache) for the count
     langs: tuple[tuple[str, str, str | None], ...] = ()  # (code, name, href or None for current)
+
+
+def absolute(links: Links, site_url: str) -> Links:
+    """``links`` on the site URL (a page's og:url): the same scheme and language, absolute."""
+    if isinstance(links, WebLinks):
+        return replace(links, base=site_url)
+    if isinstance(links, StaticLinks):
+        return StaticLinks(site_url + "/")
+    return links
 
 
 def lang_switch(locale: str, href: Any) -> tuple[tuple[str, str, str | None], ...]:
@@ -169,7 +180,8 @@ class Pages:
     def _base(self, locale: str, chrome: Chrome) -> dict[str, Any]:
         return {
             "locale": locale, "t": labels(locale) | WEB_LABELS.get(locale, WEB_LABELS["en"]),
-            "links": chrome.links, "reads": chrome.reads, "langs": chrome.langs,
+            "links": chrome.links, "reads": chrome.reads,
+            "reads_slot": chrome.reads_slot, "langs": chrome.langs,
             "layer_label": lambda lid: BY_ID[lid].label(locale) if lid in BY_ID else lid,
             "component_label": lambda name: component_label(name, locale),
             "fmt_date": lambda d: self.fmt_date(d, locale),
@@ -186,22 +198,34 @@ class Pages:
         fmt = WEB_LABELS.get(locale, WEB_LABELS["en"])["date_fmt"]
         return fmt.format(y=date.year, m=date.month, d=date.day, month=date.strftime("%B"))
 
+    def _preview(self, chrome: Chrome, title: str, text: str, url: Any, kind: str = "article") -> Preview:
+        """The page's link-preview card; ``url(links)`` is its address in ``chrome``'s scheme."""
+        return Preview(title, describe(text), url(absolute(chrome.links, self.site_url)), kind)
+
     def index(self, page: DigestPage, locale: str, chrome: Chrome, layer: str | None) -> str:
         """The archive index: one page of digests, the layer filter and pagination."""
+        t = WEB_LABELS.get(locale, WEB_LABELS["en"])
+        preview = self._preview(chrome, t["site"], t["tagline"],
+                                lambda links: links.index(page.page, layer), "website")
         return self._render("index.html.j2", self._base(locale, chrome) | {
-            "page": page, "layer": layer, "layers": LAYERS,
+            "page": page, "layer": layer, "layers": LAYERS, "preview": preview,
         })
 
-    def digest(self, view: DigestView, chrome: Chrome) -> str:
-        """The digest page (the seeds' layout)."""
-        context = self.renderer.context(clean_view(view)) | self._base(view.locale, chrome)
+    def digest(self, view: DigestView, chrome: Chrome, discussion: tuple[tuple[str, str], ...] = ()) -> str:
+        """The digest page (the seeds' layout), with the (name, url) places it is discussed."""
+        clean = clean_view(view)
+        preview = self._preview(chrome, clean.title, clean.overview, lambda links: links.digest(view.date))
+        context = self.renderer.context(clean) | self._base(view.locale, chrome) | {
+            "preview": preview, "discussion": discussion}
         return self._render("digest.html.j2", context)
 
     def event(self, event: EventDetail, locale: str, chrome: Chrome) -> str:
         """An event: write-up, score breakdown, every source and the digests that showed it."""
         clean = replace(event, title=clean_text(event.title), summary=clean_text(event.summary),
                         why_it_matters=clean_text(event.why_it_matters))
-        return self._render("event.html.j2", self._base(locale, chrome) | {"event": clean})
+        preview = self._preview(chrome, clean.title, clean.summary, lambda links: links.event(event.id))
+        context = self._base(locale, chrome) | {"event": clean, "preview": preview}
+        return self._render("event.html.j2", context)
 
     def error(self, status: int, locale: str, chrome: Chrome, message: str | None = None) -> str:
         """A small error page (404, 400) in the reader's language."""
@@ -210,12 +234,12 @@ class Pages:
         })
 
     def feed(self, views: list[tuple[DigestView, dt.datetime]], locale: str, links: Links,
-             now: dt.datetime) -> str:
-        """The Atom feed of ``views`` (each with its built time); ``links`` must be absolute."""
+             now: dt.datetime, layer: str | None = None) -> str:
+        """The Atom feed of ``views`` (each with its built time, of ``layer``); ``links`` must be absolute."""
         updated = max((built for _, built in views), default=now)
         return self._render("feed.xml.j2", self._base(locale, Chrome(links, reads=False)) | {
             "entries": [(clean_view(view), built) for view, built in views],
-            "updated": updated.astimezone(dt.UTC).isoformat(),
+            "updated": updated.astimezone(dt.UTC).isoformat(), "layer": layer,
         })
 
     def css(self) -> str:

@@ -7,7 +7,8 @@ feed and the JSON files use absolute links built on the site URL)::
     layer-<id>.html, layer-<id>-page-2.html  the index filtered by layer
     d/YYYY-MM-DD.html                        each digest (no read count: nothing counts views here)
     e/<id>.html                              each event shown in a digest
-    feed.xml, style.css, 404.html
+    feed.xml, feed-<layer>.xml, style.css, 404.html   the Atom feeds (all digests, one layer's)
+    robots.txt, sitemap.xml                   for crawlers (digest.web.meta)
     api/digests.json, api/digests/YYYY-MM-DD.json, api/events/<id>.json
 
 The export is written into a fresh folder beside ``--out`` and renamed onto it
@@ -37,6 +38,7 @@ from digest.render.renderer import Renderer
 from digest.store import queries
 from digest.store.db import SessionFactory
 from digest.web.api import digest_summary_json, event_detail_json
+from digest.web.meta import robots_txt, sitemap, sitemap_entries
 from digest.web.pages import Chrome, Pages, StaticLinks, index_file
 
 FEED_ENTRIES = 20
@@ -91,7 +93,9 @@ async def _export(sessions: SessionFactory, renderer: Renderer, folder: Path, ou
         _write_indexes(writer, pages, listing, locale, page_size)
         feed = await _write_digests(writer, pages, renderer, session, listing, locale)
         events = await _write_events(writer, pages, session, locale, absolute)
-    writer.text("feed.xml", pages.feed(feed[:FEED_ENTRIES], locale, absolute, now))
+        writer.text("sitemap.xml", sitemap(await sitemap_entries(session), absolute))
+    _write_feeds(writer, pages, listing, feed, locale, absolute, now)
+    writer.text("robots.txt", robots_txt(site_url))
     writer.text("style.css", pages.css())
     writer.text("404.html", pages.error(404, locale, Chrome(absolute, reads=False)))
     writer.json("api/digests.json", {"page": 1, "pages": 1, "total": len(listing), "layer": None,
@@ -109,6 +113,16 @@ def _write_indexes(writer: _Writer, pages: Pages, listing: tuple[queries.DigestS
             chunk = tuple(kept[(n - 1) * page_size:n * page_size])
             page = queries.DigestPage(chunk, n, count, len(kept))
             writer.text(index_file(n, layer), pages.index(page, locale, chrome, layer))
+
+
+def _write_feeds(writer: _Writer, pages: Pages, listing: tuple[queries.DigestSummary, ...],
+                 feed: list[Any], locale: str, absolute: StaticLinks, now: dt.datetime) -> None:
+    """``feed.xml`` and each layer's ``feed-<layer>.xml`` (``feed`` pairs with ``listing``)."""
+    for layer in (None, *LAYER_IDS):
+        kept = [entry for summary, entry in zip(listing, feed, strict=True)
+                if layer is None or layer in summary.layers]
+        writer.text(absolute.feed(layer).removeprefix(absolute.prefix),
+                    pages.feed(kept[:FEED_ENTRIES], locale, absolute, now, layer))
 
 
 async def _write_digests(writer: _Writer, pages: Pages, renderer: Renderer, session: AsyncSession,

@@ -22,6 +22,7 @@ from digest.domain.status import WriteMode
 from digest.domain.writeups import EventInput, EventWriteup, SourceText
 
 SUMMARY_CHARS = 600
+EXCERPT_CHARS = 1200  # the body excerpt handed to the writers beside the summary
 PRIMARY_ENOUGH = 160
 WATCH_PER_EVENT = 3
 
@@ -57,16 +58,81 @@ def sentences(text: str) -> list[str]:
 
 
 def lead(text: str, limit: int = SUMMARY_CHARS, most: int = 3) -> str:
-    """The first sentences of ``text`` (up to ``most``) that fit in ``limit`` characters."""
-    parts = sentences(text)
+    """The lead sentence plus the sentences that carry results, in their order, within ``limit``.
+
+    Bylines, "appeared first on" footers and heading words flattened into a
+    sentence are dropped first. Whole sentences only: a first sentence longer
+    than ``limit`` is the one thing ever shortened.
+    """
+    parts = [p for p in (_unheaded(s) for s in sentences(text)) if p and not _boilerplate(p)]
     if not parts:
         return ""
-    chosen = [cut(parts[0], limit)]
-    for part in parts[1:most]:
-        if len(_join([*chosen, part])) > limit:
+    if len(parts[0]) > limit:
+        return cut(parts[0], limit)
+    ranked = sorted(range(1, len(parts)), key=lambda i: (-_result_weight(parts[i]), i))
+    chosen = [0]
+    for index in ranked:
+        if len(chosen) >= most:
             break
-        chosen.append(part)
-    return _join(chosen)
+        if len(_join([parts[i] for i in sorted([*chosen, index])])) <= limit:
+            chosen.append(index)
+    return _join([parts[i] for i in sorted(chosen)])
+
+
+_BYLINE = re.compile(r"^(?:posted\s+)?by\s+[A-Z][\w’'.-]*(?:\s+[A-Z][\w’'.-]*)+", re.I)
+_FOOTER = re.compile(r"\bappeared first on\b|^(?:read more|continue reading)\b", re.I)
+_HEADING = re.compile(
+    r"^(?i:(?:introduction|overview|background|motivation|summary|tl;?dr|results|conclusions?|"
+    r"abstract|key takeaways|what'?s new|highlights)[:\s]+)+(?=[A-Z])")
+_BASELINE = re.compile(r"\b(?:over|than|compared|versus|vs\.?|from|baseline|relative to)\b", re.I)
+
+
+def _boilerplate(sentence: str) -> bool:
+    """A byline, a feed footer or a heading left alone (no sentence end, a few words)."""
+    if _FOOTER.search(sentence):
+        return True
+    if _BYLINE.match(sentence) and len(sentence.split()) <= 14:
+        return True
+    return not sentence.endswith(_ENDS) and len(sentence.split()) <= 6
+
+
+_ENDS = (".", "!", "?", "。", "！", "？", "”", "’", ")", "」", "…", ":")
+
+
+def _unheaded(sentence: str) -> str:
+    """The sentence without a heading word flattened into its start ("Introduction In this post")."""
+    return _HEADING.sub("", sentence, count=1)
+
+
+def _result_weight(sentence: str) -> int:
+    """2 for a figure against a named baseline, 1 for a figure alone, 0 for no figure."""
+    if not any(f.kind in ("ratio", "percent") or f.scaled for f in extract_figures(sentence)):
+        return 0
+    return 2 if _BASELINE.search(sentence) else 1
+
+
+def body_excerpt(body: str, limit: int = EXCERPT_CHARS) -> str:
+    """The body's most informative paragraphs (results first, then the opening), in order.
+
+    A small, bounded hand-over for the writers: whole sentences of the
+    paragraphs that state figures, then the first paragraphs, until ``limit``.
+    """
+    paragraphs = [lead(p, limit, most=6) for p in body.split("\n\n")]
+    kept = [(i, p) for i, p in enumerate(paragraphs) if p and len(p) <= limit]
+    ranked = sorted(kept, key=lambda pair: (-_result_weight(pair[1]), pair[0]))
+    chosen: list[tuple[int, str]] = []
+    for pair in ranked:
+        if sum(len(p) + 1 for _, p in [*chosen, pair]) <= limit:
+            chosen.append(pair)
+    return " ".join(p for _, p in sorted(chosen))
+
+
+def with_excerpt(summary: str, body: str, limit: int = EXCERPT_CHARS) -> str:
+    """A source's summary followed by its body's excerpt (what the body adds), for the writers."""
+    excerpt = body_excerpt(body, limit)
+    if not excerpt or " ".join(excerpt.split()) in " ".join(summary.split()):
+        return summary
+    return f"{summary} {excerpt}".strip()
 
 
 def _join(parts: Sequence[str]) -> str:

@@ -37,6 +37,7 @@ from typing import Any
 
 import openai
 
+from digest import metrics
 from digest.domain.clock import Clock, system_now
 from digest.store.db import SessionFactory
 from digest.write.budget import TokenBudget, estimate_tokens
@@ -208,6 +209,7 @@ class ChatTransport:
             return self._fail(LLMFailure("bad_response"), "no message in the response")
         prompt_tokens, completion_tokens = _usage(response, prompt, content)
         self.tokens += prompt_tokens + completion_tokens
+        metrics.active().llm(prompt_tokens + completion_tokens)
         try:
             data = json.loads(_FENCE.sub("", content.strip()))
         except ValueError:
