@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from digest.build.pipeline import BuildOptions, build_digest
 from digest.domain.window import window_for
 from digest.render.renderer import Renderer
-from digest.store.db import SessionFactory
+from digest.store.db import SessionFactory, open_database
 from digest.store.queries import load_view
 from tests.builders import COMPILER_PAPERS, add_entry, add_source
 
@@ -81,3 +85,29 @@ async def _describe(sessions: SessionFactory) -> Archive:
 def renderer() -> Renderer:
     """The renderer the tests' apps use."""
     return Renderer(site_url=SITE_URL, timezone=TZ)
+
+
+@asynccontextmanager
+async def served_archive(tmp_path: Path) -> AsyncIterator[tuple[str, Archive]]:
+    """The archive, served by ``digest serve --web``'s own code path on an ephemeral loopback port."""
+    import uvicorn
+
+    from digest.cli.web import run_web
+    from digest.config import load_settings
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 'web.db'}"
+    async with open_database(url) as sessions:
+        archive = await build_archive(sessions)
+    settings = load_settings(database_url=url, var_dir=tmp_path / "var", site_url=SITE_URL, timezone=TZ,
+                             locales=["zh", "en"])
+    servers: list[uvicorn.Server] = []
+    task = asyncio.create_task(run_web(settings, "127.0.0.1", 0, on_server=servers.append))
+    while not (servers and servers[0].started):
+        assert not task.done(), task.exception()
+        await asyncio.sleep(0.02)
+    port = servers[0].servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}", archive
+    finally:
+        servers[0].should_exit = True
+        await task

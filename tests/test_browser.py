@@ -6,21 +6,16 @@ axe-core checks every page in both locales and both colour schemes (0 serious or
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from digest.cli.web import run_web
-from digest.config import load_settings
-from digest.store.db import open_database
-from tests.archive import DATES, SITE_URL, TZ, Archive, build_archive
+from tests.archive import DATES, SITE_URL, Archive, served_archive
 from tests.browser import ARTIFACTS, axe_violations, blocking, launch, require_axe, require_browser
 
 if TYPE_CHECKING:
-    import uvicorn
     from playwright.async_api import Browser, Page, ViewportSize
 
 pytestmark = pytest.mark.browser
@@ -33,24 +28,10 @@ TAGS_JS = """Object.fromEntries([...document.querySelectorAll('meta[property], m
 
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[tuple[str, Archive]]:
-    """The archive, served by ``digest serve``'s own code path on an ephemeral loopback port."""
+    """The archive, served by ``digest serve --web``'s own code path on an ephemeral loopback port."""
     require_browser()
-    url = f"sqlite+aiosqlite:///{tmp_path / 'web.db'}"
-    async with open_database(url) as sessions:
-        archive = await build_archive(sessions)
-    settings = load_settings(database_url=url, var_dir=tmp_path / "var", site_url=SITE_URL, timezone=TZ,
-                             locales=["zh", "en"])
-    servers: list[uvicorn.Server] = []
-    task = asyncio.create_task(run_web(settings, "127.0.0.1", 0, on_server=servers.append))
-    while not (servers and servers[0].started):
-        assert not task.done(), task.exception()
-        await asyncio.sleep(0.02)
-    port = servers[0].servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}", archive
-    finally:
-        servers[0].should_exit = True
-        await task
+    async with served_archive(tmp_path) as site:
+        yield site
 
 
 async def _page(browser: Browser, dialogs: list[str], **options: Any) -> Page:

@@ -2,45 +2,27 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from digest.cli.web import run_web
-from digest.config import load_settings
-from digest.store.db import open_database
-from tests.archive import SITE_URL, TZ, Archive, build_archive
+from tests.archive import Archive, served_archive
 from tests.browser import ARTIFACTS, launch, require_browser
 
 if TYPE_CHECKING:
-    import uvicorn
+    pass
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[tuple[str, Archive]]:
-    """The archive, served by ``digest serve --web``'s code path on an ephemeral loopback port."""
+    """The archive, served by ``digest serve --web``'s own code path on an ephemeral loopback port."""
     require_browser()
-    url = f"sqlite+aiosqlite:///{tmp_path / 'web.db'}"
-    async with open_database(url) as sessions:
-        archive = await build_archive(sessions)
-    settings = load_settings(database_url=url, var_dir=tmp_path / "var", site_url=SITE_URL, timezone=TZ,
-                             locales=["zh", "en"])
-    servers: list[uvicorn.Server] = []
-    task = asyncio.create_task(run_web(settings, "127.0.0.1", 0, on_server=servers.append))
-    while not (servers and servers[0].started):
-        assert not task.done(), task.exception()
-        await asyncio.sleep(0.02)
-    port = servers[0].servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}", archive
-    finally:
-        servers[0].should_exit = True
-        await task
+    async with served_archive(tmp_path) as site:
+        yield site
 
 
 async def test_search_form_results_and_the_weekly_chart(served: tuple[str, Archive]) -> None:
