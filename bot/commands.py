@@ -375,7 +375,7 @@ class Commands:
             if date is None:
                 return say(req.locale, "no_digest")
             try:
-                view = await load_view(session, date, req.locale)
+                view = await load_view(session, date, req.locale, listed_only=True)
             except BuildError:
                 return refuse(req.locale, "no_digest_for", date=date.isoformat())
         if req.sub is not None and req.sub.status == SubscriberStatus.ACTIVE:

@@ -264,3 +264,24 @@ def test_sitemap_escapes_urls() -> None:
                                                                                  tzinfo=dt.UTC))])
     assert locs(xml) == ["https://x.example/?a=1&b=<2>"]
     assert "<lastmod>2026-09-29T01:02:03+00:00</lastmod>" in xml
+
+
+async def test_partial_and_hidden_digests_are_missing_by_date_for_readers(sessions: SessionFactory) -> None:
+    """The web page, the JSON API and the chat command all treat a partial or hidden digest as absent."""
+    from bot.commands import Chat, Commands
+
+    async def nobody_manages() -> bool:
+        return False
+
+    await build_archive(sessions)
+    await hide_two(sessions)
+    async with client(sessions) as c:
+        for date in DATES[1:]:
+            assert (await c.get(f"/d/{date}")).status_code == 404
+            assert (await c.get(f"/api/digests/{date}")).status_code == 404
+        assert (await c.get(f"/api/digests/{DAY}")).status_code == 200
+    commands = Commands(sessions, channel="telegram", clock=lambda: NOW)
+    chat = Chat("telegram", "1001", user_locale="en-US")
+    for date in DATES:
+        reply = await commands.run(chat, "digest", [date.isoformat()], nobody_manages)
+        assert reply.error is (date != DAY), date

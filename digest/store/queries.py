@@ -20,9 +20,14 @@ from digest.store.models import Digest, DigestEvent, DigestText, Entry, Event, E
 from digest.write.extractive import extractive_event
 
 
-async def get_digest(session: AsyncSession, date: dt.date) -> Digest:
-    """The stored digest of ``date``, or a BuildError with a hint to build it."""
-    digest = await session.scalar(select(Digest).where(Digest.date == date))
+async def get_digest(session: AsyncSession, date: dt.date, *, listed_only: bool = False) -> Digest:
+    """The stored digest of ``date``, or a BuildError with a hint to build it.
+
+    ``listed_only``: what readers may see (the web API, the chat commands): a partial or
+    hidden digest is as missing.
+    """
+    query = select(Digest).where(Digest.date == date)
+    digest = await session.scalar(query.where(listed()) if listed_only else query)
     if digest is None:
         raise BuildError(f"no digest for {date} yet; build it first: digest build --date {date}")
     return digest
@@ -69,9 +74,10 @@ async def latest_digest_date(session: AsyncSession) -> dt.date | None:
     return await session.scalar(select(func.max(Digest.date)).where(listed()))
 
 
-async def load_view(session: AsyncSession, date: dt.date, locale: str) -> DigestView:
+async def load_view(session: AsyncSession, date: dt.date, locale: str, *,
+                    listed_only: bool = False) -> DigestView:
     """The digest of ``date`` in ``locale``; missing write-ups are filled extractively."""
-    digest = await get_digest(session, date)
+    digest = await get_digest(session, date, listed_only=listed_only)
     rows = (await session.execute(
         select(DigestEvent, Event).join(Event, Event.id == DigestEvent.event_id)
         .where(DigestEvent.digest_id == digest.id).order_by(DigestEvent.rank)

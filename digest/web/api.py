@@ -166,7 +166,7 @@ class JsonApi:
         locale = self.locale(request)
         async with self.sessions() as session:
             try:
-                view = await queries.load_view(session, date, locale)
+                view = await queries.load_view(session, date, locale, listed_only=True)
             except BuildError:
                 raise HTTPException(404, f"no digest for {date}") from None
         return JSONResponse(self.renderer.as_json(view))

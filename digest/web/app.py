@@ -259,7 +259,7 @@ class WebPages:
         async def make() -> Cached:
             async with self.sessions() as session:
                 try:
-                    view = await queries.load_view(session, date, reader.locale)
+                    view = await queries.load_view(session, date, reader.locale, listed_only=True)
                 except BuildError:
                     raise HTTPException(404) from None
             body = self.pages.digest(view, replace(reader.chrome, reads_slot=True), talk)
