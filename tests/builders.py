@@ -69,3 +69,13 @@ NEGATIVE = (
     "We propose a learning-rate warmup schedule for Adam that improves fine-tuning of large "
     "language models on instruction data, trained on 8 GPUs.",
 )
+
+
+async def add_compiler_papers(sessions: SessionFactory, window_start: dt.datetime = WINDOW.start,
+                              key: str = "arxiv-cs.pl") -> list[int]:
+    """The :data:`COMPILER_PAPERS` as arXiv ``new`` entries, one an hour into the window; their ids."""
+    arxiv = await add_source(sessions, key, name="arXiv cs.PL", kind="arxiv", weight=0.7)
+    return [await add_entry(sessions, arxiv, title, summary, window_start + dt.timedelta(hours=n + 1),
+                            arxiv_id=f"2609.0000{n}", arxiv_version=1, announce_type="new",
+                            url=f"https://arxiv.org/abs/2609.0000{n}")
+            for n, (title, summary) in enumerate(COMPILER_PAPERS)]

@@ -9,7 +9,7 @@ import datetime as dt
 
 from digest.build.pipeline import BuildOptions, build_digest
 from digest.store.db import SessionFactory
-from tests.builders import COMPILER_PAPERS, DAY, NOW, WINDOW, add_entry, add_source
+from tests.builders import DAY, NOW, WINDOW, add_compiler_papers, add_entry, add_source
 
 BUILT = NOW
 LATER = BUILT + dt.timedelta(hours=2)
@@ -18,11 +18,7 @@ EVIL_TITLE = 'Triton kernels & "PTX" codegen with tiles < 256 for Hopper GPUs'
 
 async def build_day(sessions: SessionFactory) -> None:
     """Four events (two of them kernel_codegen, one with hostile text and a javascript: link), built."""
-    arxiv = await add_source(sessions, "arxiv-cs.pl", name="arXiv cs.PL", kind="arxiv", weight=0.7)
-    for n, (title, summary) in enumerate(COMPILER_PAPERS):
-        await add_entry(sessions, arxiv, title, summary, WINDOW.start + dt.timedelta(hours=n + 1),
-                        arxiv_id=f"2609.0000{n}", arxiv_version=1, announce_type="new",
-                        url=f"https://arxiv.org/abs/2609.0000{n}")
+    await add_compiler_papers(sessions)
     # The source name stays plain: digest/render's data notes do not escape it yet (reported).
     blog = await add_source(sessions, "evil-blog", name="Evil Blog", weight=0.9)
     await add_entry(sessions, blog, EVIL_TITLE,

@@ -18,7 +18,7 @@ from digest.domain.window import window_for
 from digest.render.renderer import Renderer
 from digest.store.db import SessionFactory
 from digest.store.models import Subscriber
-from tests.builders import COMPILER_PAPERS, add_entry, add_source
+from tests.builders import add_compiler_papers
 
 DAY = dt.date(2026, 9, 29)
 WINDOW = window_for(DAY, "Asia/Shanghai")
@@ -31,11 +31,7 @@ FAST = SendOptions(backoff=0.01, lease=dt.timedelta(minutes=10), retry_later=dt.
 async def build_day(sessions: SessionFactory, day: dt.date = DAY) -> int:
     """Three compiler papers in the window of ``day``, built; returns the digest id."""
     window = window_for(day, "Asia/Shanghai")
-    source = await add_source(sessions, f"arxiv-{day}", name="arXiv cs.PL", kind="arxiv", weight=0.7)
-    for n, (title, summary) in enumerate(COMPILER_PAPERS):
-        await add_entry(sessions, source, title, summary, window.start + dt.timedelta(hours=n + 1),
-                        arxiv_id=f"2609.0000{n}", arxiv_version=1, announce_type="new",
-                        url=f"https://arxiv.org/abs/2609.0000{n}")
+    await add_compiler_papers(sessions, window.start, key=f"arxiv-{day}")
     report = await build_digest(sessions, day, BuildOptions(locales=("zh", "en")),
                                 now=window.end + dt.timedelta(minutes=5))
     return report.digest_id

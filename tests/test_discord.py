@@ -33,7 +33,7 @@ from digest.render.renderer import Renderer
 from digest.store.db import SessionFactory
 from digest.store.models import Delivery
 from digest.subscribe.subscriptions import find_by_address, list_subscribers, subscribe
-from tests.builders import COMPILER_PAPERS, DAY, NOW, WINDOW, add_entry, add_source
+from tests.builders import DAY, NOW, WINDOW, add_compiler_papers, add_entry, add_source
 from tests.fake_discord import DM, GUILD_ID, MANAGE_CHANNELS, SEND, TOKEN, FakeDiscord
 
 LATER = NOW + dt.timedelta(hours=2)
@@ -99,11 +99,7 @@ async def channel(fake: FakeDiscord, clock: FakeTime) -> AsyncIterator[DiscordCh
 
 async def build_runtime_day(sessions: SessionFactory) -> None:
     """The compiler papers, plus a runtime event with hostile text (mentions, markdown, a link)."""
-    arxiv = await add_source(sessions, "arxiv-cs.pl", name="arXiv cs.PL", kind="arxiv", weight=0.7)
-    for n, (title, summary) in enumerate(COMPILER_PAPERS):
-        await add_entry(sessions, arxiv, title, summary, WINDOW.start + dt.timedelta(hours=n + 1),
-                        arxiv_id=f"2609.0000{n}", arxiv_version=1, announce_type="new",
-                        url=f"https://arxiv.org/abs/2609.0000{n}")
+    await add_compiler_papers(sessions)
     blog = await add_source(sessions, "serving-blog", name="Serving Blog", weight=0.9)
     await add_entry(sessions, blog, HOSTILE,
                     "The vLLM serving engine runtime now captures CUDA graphs and manages KV-cache memory "

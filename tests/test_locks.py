@@ -42,7 +42,7 @@ from digest.store.locks import (
     run_lock,
 )
 from digest.store.models import RunLock
-from tests.builders import COMPILER_PAPERS, add_entry, add_source
+from tests.builders import COMPILER_PAPERS, add_compiler_papers
 
 ROOT = Path(__file__).resolve().parent.parent
 T0 = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)
@@ -383,11 +383,7 @@ def _env(tmp: Path) -> dict[str, str]:
 async def _day_of_entries(tmp: Path) -> None:
     window = window_for(DAY, "Asia/Shanghai")
     async with open_database(_env(tmp)["DIGEST_DATABASE_URL"]) as sessions:
-        source = await add_source(sessions, "arxiv-cs.pl", name="arXiv cs.PL", kind="arxiv", weight=0.7)
-        for n, (title, summary) in enumerate(COMPILER_PAPERS):
-            await add_entry(sessions, source, title, summary, window.start + dt.timedelta(hours=n + 1),
-                            arxiv_id=f"2609.0000{n}", arxiv_version=1, announce_type="new",
-                            url=f"https://arxiv.org/abs/2609.0000{n}")
+        await add_compiler_papers(sessions, window.start)
 
 
 async def _digest(tmp: Path, *args: str) -> asyncio.subprocess.Process:
