@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Text, and_, cast, exists, func, literal, select, true, update
+from sqlalchemy import ColumnElement, Text, and_, cast, exists, func, literal, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from digest.domain.daytext import extractive_day
@@ -264,16 +264,6 @@ async def day_titles(session: AsyncSession, digests: Sequence[Digest], locale: s
         if digest.id not in titles:
             titles[digest.id] = (await load_view(session, digest.date, locale)).title
     return titles
-
-
-async def count_read(session: AsyncSession, date: dt.date) -> int | None:
-    """Add one view to the digest of ``date`` atomically; the new count, or None when not listed."""
-    result = await session.execute(
-        update(Digest).where(Digest.date == date, listed())
-        .values(read_count=Digest.read_count + 1).returning(Digest.read_count)
-        .execution_options(synchronize_session=False)
-    )
-    return result.scalar_one_or_none()
 
 
 async def event_detail(session: AsyncSession, event_id: int, locale: str) -> EventDetail | None:
