@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 from dataclasses import replace
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from labelled import evaluate, load, split
@@ -223,6 +225,8 @@ def test_hardware_words_never_count_as_layer_evidence(taxonomy: Taxonomy) -> Non
     "LLVM Foundation Board of Directors Update", "Announcing LLVM Office Hours",
     "LLVM is Moving to Discourse", "LLVM Joins the Outreachy Internship Program",
     "LLVM Security Group Transparency Report 2025", "EuroLLVM 2026: Call for Papers",
+    "The 2026 LLVM Developers' Meeting Program", "A Compilers and Tools Meetup in Paris",
+    "LLVM Accepted to Google Summer of Code 2027", "Welcome to the MLIR Blog",
 ])
 def test_community_posts_are_not_news_even_on_a_compiler_blog(taxonomy: Taxonomy, title: str) -> None:
     post = item(title, "The LLVM compiler community, from Clang to MLIR and the LLVM backends.",
@@ -230,6 +234,66 @@ def test_community_posts_are_not_news_even_on_a_compiler_blog(taxonomy: Taxonomy
     verdict = classify(post, taxonomy)
     assert not verdict.relevant and verdict.layers == ()
     assert not is_borderline(verdict, taxonomy), "no second opinion makes an admin post news"
+
+
+def test_a_project_report_from_a_programme_is_news(taxonomy: Taxonomy) -> None:
+    """Summer of Code itself is community news; "GSoC 2027: <project>" reports compiler work."""
+    text = "This summer I added a register allocation heuristic to the LLVM backend."
+    for title in ("GSoC 2027: Faster Greedy Register Allocation",
+                  "Faster Greedy Register Allocation, a GSoC'27 Project"):
+        assert classify(item(title, text, kind="rss", key="llvm-blog"), taxonomy).relevant, title
+    programme = item("LLVM Google Summer of Code 2027", text, kind="rss", key="llvm-blog")
+    assert not classify(programme, taxonomy).relevant
+
+
+def test_a_title_names_the_subject(taxonomy: Taxonomy) -> None:
+    """A specific layer phrase in the title counts twice; the same mention in the text once."""
+    text = "We describe the work of the last year and what comes next for the project."
+    in_title = classify(item("Clang Now Parses Every C++20 Module", text, kind="rss",
+                             key="llvm-blog"), taxonomy)
+    in_text = classify(item("What comes next", f"Clang parses modules. {text}", kind="rss",
+                            key="llvm-blog"), taxonomy)
+    assert in_title.relevant and "frontend" in in_title.layers
+    assert in_title.totals["frontend"] > in_text.totals["frontend"]
+    weak = classify(item("Capturing Decode in CUDA Graphs", "One CUDA graph per step.",
+                         kind="rss", key="blog"), taxonomy)
+    assert "frontend" not in weak.layers, "a generic word in a title counts once"
+
+
+def test_a_mention_deep_in_a_long_post_counts_at_the_body_share(taxonomy: Taxonomy) -> None:
+    filler = "We thank the many people who helped along the way this year. " * 40
+    early = item("Notes", f"The output is PTX. {filler}", kind="rss", key="blog")
+    late = item("Notes", f"{filler} The output is PTX.", kind="rss", key="blog")
+    assert len(filler) > taxonomy.lead_chars
+    ptx = taxonomy.layers["kernel_codegen"].phrases["ptx"]
+    gap = classify(early, taxonomy).totals["kernel_codegen"] - classify(late, taxonomy).totals[
+        "kernel_codegen"]
+    assert gap == pytest.approx(ptx * (1 - taxonomy.body_share))
+
+
+def test_a_roundup_needs_less_evidence_per_layer(taxonomy: Taxonomy) -> None:
+    """A weekly newsletter gives each item a sentence: its layers need their roundup threshold."""
+    text = ("Welcome to the 612th issue. Clang gained a new warning for dangling references. "
+            "The ORC JIT gained lazy re-exports. A new pass hoists loads out of loops. "
+            "The RISC-V backend now supports the Zvfh extension.")
+    weekly = classify(item("LLVM Weekly - #612", text, kind="rss", key="llvm-weekly"), taxonomy)
+    single = classify(item("A new LLVM post", text, kind="rss", key="llvm-blog"), taxonomy)
+    assert {"frontend", "runtime", "hardware_backend"} <= set(weekly.layers)
+    assert len(single.layers) < len(weekly.layers)
+    assert "benchmark" not in weekly.layers, "a roundup is no evaluation"
+
+
+def test_compiler_news_just_short_of_a_layer_takes_its_nearest(taxonomy: Taxonomy) -> None:
+    """Never a hardware or benchmark layer: those never make compiler news."""
+    eager = classify(item("What our compiler does", "It runs eager PyTorch code too.",
+                          kind="rss", key="blog"), taxonomy)
+    share = eager.totals["frontend"] / taxonomy.layers["frontend"].threshold
+    assert taxonomy.fallback_share <= share < 1, "front-end evidence just short"
+    assert eager.relevant and eager.layers == ("frontend",)
+    chips = classify(item("Our compiler", "It runs on NVIDIA CPUs.", kind="rss", key="blog"), taxonomy)
+    share = chips.totals["hardware_backend"] / taxonomy.layers["hardware_backend"].threshold
+    assert taxonomy.fallback_share <= share < 1, "hardware evidence just short"
+    assert (chips.relevant, chips.layers) == (False, ())
 
 
 def test_a_roundup_mentioning_a_call_for_papers_is_still_news(taxonomy: Taxonomy) -> None:
@@ -336,10 +400,10 @@ def test_labelled_set_covers_every_layer_and_has_hard_negatives() -> None:
 
 
 @pytest.mark.parametrize(("name", "micro_f1", "precision", "recall"), [
-    ("dev", 0.94, 0.99, 0.99),
+    ("dev", 0.935, 0.99, 0.99),
     ("all", 0.89, 0.97, 0.99),
-    ("heldout", 0.88, 0.99, 0.99),
-    ("heldout2", 0.84, 0.93, 0.99),
+    ("heldout", 0.885, 0.99, 0.99),
+    ("heldout2", 0.845, 0.93, 0.99),
 ])
 def test_quality_does_not_regress(
     taxonomy: Taxonomy, name: str, micro_f1: float, precision: float, recall: float
@@ -348,6 +412,35 @@ def test_quality_does_not_regress(
     assert quality.micro.f1 >= micro_f1
     assert quality.relevance.precision >= precision
     assert quality.relevance.recall >= recall
+
+
+def _quality_bench() -> ModuleType:
+    path = Path(__file__).resolve().parent.parent / "bench" / "quality.py"
+    spec = importlib.util.spec_from_file_location("quality_bench", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_unseen_set_splits_by_a_stable_hash_of_the_id() -> None:
+    """bench/quality.py's halves: the same ids always land in the same half, file order aside."""
+    bench = _quality_bench()
+    assert bench.unseen_half("https://blog.llvm.org/posts/2025-08-25-abi-library/") == \
+        bench.unseen_half("https://blog.llvm.org/posts/2025-08-25-abi-library/")
+    unseen = bench.load_unseen()
+    halves = {half: [e for e in unseen if e.split == half] for half in bench.UNSEEN_HALVES}
+    assert sum(map(len, halves.values())) == len(unseen) >= 400
+    assert all(len(h) > len(unseen) // 3 for h in halves.values()), "both halves are sizeable"
+
+
+def test_quality_on_the_tuned_half_of_the_unseen_set_does_not_regress(taxonomy: Taxonomy) -> None:
+    """unseen-tune was tuned on (its errors were read); unseen-final never is, so no floor here."""
+    bench = _quality_bench()
+    quality = evaluate([e for e in bench.load_unseen() if e.split == "unseen-tune"], taxonomy)
+    assert quality.relevance.precision >= 0.94
+    assert quality.relevance.recall >= 0.98
+    assert quality.micro.f1 >= 0.82
 
 
 # --- borderline events and triage verdicts

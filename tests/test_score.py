@@ -175,3 +175,12 @@ def test_footers_and_hardware_names_are_no_novelty(text: str) -> None:
 
 def test_a_first_is_still_novel() -> None:
     assert _classified("The first open-source compiler for photonic chips.").totals["novelty"] > 0
+
+
+def test_impact_signals_count_as_novelty() -> None:
+    """A breaking change every downstream compiler must migrate to is worth reading first."""
+    breaking = _classified("MLIR's bufferization API has a breaking change: downstream compilers "
+                           "must migrate to the new interface; the old one is deprecated.")
+    plain = _classified("MLIR's bufferization interface got a small cleanup.")
+    assert breaking.totals["novelty"] > plain.totals["novelty"] == 0.0
+    assert score([item()], breaking).breakdown["novelty"] > score([item()], plain).breakdown["novelty"]

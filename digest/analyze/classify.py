@@ -6,11 +6,19 @@ FlashAttention counts), and a compiler project's own feed as a prior that
 breaks a tie but never outweighs negative evidence. Hardware or benchmark
 words alone never suffice; general-ML evidence (fine-tuning, RLHF, medical
 imaging...) blocks an entry whose compiler evidence is weak; a community or
-admin post (a board update, office hours, a call for papers) is never news.
-Phrases found only in an entry's body count at the taxonomy's ``body_share``.
-Layers are assigned per layer when the weights of its matched phrases reach
-the layer's threshold, and a relevant entry always has one: readers choose layers, so an event with none would
-reach nobody who filters and show an empty layer row to everyone else.
+admin post (a board update, office hours, a meeting programme, the programme
+of Summer of Code rather than a project report from it) is never news.
+
+Evidence is weighed by where it stands: a phrase in a title or in the lead of
+a summary (an abstract's length) counts in full, one met only further on or in
+a body at the taxonomy's ``body_share``; a specific layer phrase in a title
+counts ``title_share`` times towards its layer. Layers are assigned per layer
+when the weights of its matched phrases reach the layer's threshold (a
+roundup, such as a weekly newsletter, has lower ones: each item is a sentence),
+and a relevant entry always has one: readers choose layers, so an event with
+none would reach nobody who filters and show an empty layer row to everyone
+else. Compiler news whose layer evidence falls just short takes its nearest
+compiler layer (``fallback_share``), never hardware or benchmark.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from digest.analyze.taxonomy import Taxonomy, figures, measurements
+from digest.analyze.taxonomy import Taxonomy, figures, measurements, tokenize
 from digest.domain.items import Item
 from digest.domain.layers import LAYER_IDS
 
@@ -69,6 +77,7 @@ def is_news(item: Item, *, include_prereleases: bool = False) -> bool:
     return True
 
 
+_SPECIFIC = 1.0  # a layer phrase this heavy names the subject; lighter ones are generic words
 Matches = Mapping[str, float]  # matched phrase -> the share of its weight it counts at
 
 
@@ -77,14 +86,35 @@ def _hits(matched: Matches, table: Mapping[str, float]) -> tuple[list[str], floa
     return found, sum((table[p] * matched[p] for p in found), 0.0)
 
 
-def _matches(text: str, body: str, taxonomy: Taxonomy) -> dict[str, float]:
-    """Phrases of the title and summary at full weight; those only in the body at ``body_share``.
+def _matches(leads: Sequence[tuple[str, str]], body: str, taxonomy: Taxonomy,
+             roundup: bool = False) -> tuple[dict[str, float], set[str]]:
+    """Each matched phrase with the share of its weight it counts at, and those in a title.
 
-    A long body mentions much in passing: it is evidence, weaker than the teaser.
+    ``leads`` are the entries' titles and summaries. A phrase counts in full in
+    a title or in the lead of a summary (its first ``lead_chars`` characters, an
+    abstract's length), at ``body_share`` when met only further on or in a body:
+    a long post mentions much in passing, evidence weaker than its lead. A
+    roundup's summary counts in full: its items are spread all through it.
     """
-    lead = taxonomy.matcher.find(text)
-    found = dict.fromkeys(taxonomy.matcher.find(body) - lead, taxonomy.body_share) if body else {}
-    return found | dict.fromkeys(lead, 1.0)
+    found: dict[str, float] = {}
+    titled: set[str] = set()
+
+    def take(keys: Iterable[str], share: float) -> None:
+        for key in keys:
+            found[key] = max(found.get(key, 0.0), share)
+
+    for title, summary in leads:
+        titled |= taxonomy.matcher.find(title)
+        tokens = tokenize(summary)
+        cut = len(tokens) if roundup or not taxonomy.lead_chars else len(
+            tokenize(summary[: taxonomy.lead_chars]))
+        first = taxonomy.matcher.first_positions(tokens)
+        take([key for key, at in first.items() if at < cut], 1.0)
+        take([key for key, at in first.items() if at >= cut], taxonomy.body_share)
+    take(titled, 1.0)
+    if body:
+        take(taxonomy.matcher.find(body), taxonomy.body_share)
+    return found, titled
 
 
 def _prior(items: Iterable[Item], taxonomy: Taxonomy) -> tuple[list[str], float]:
@@ -93,13 +123,17 @@ def _prior(items: Iterable[Item], taxonomy: Taxonomy) -> tuple[list[str], float]
     return found, max((taxonomy.source_prior[k] for k in found), default=0.0)
 
 
-def _totals(matched: Matches, figs: int, prior: float, taxonomy: Taxonomy) -> dict[str, float]:
+def _totals(matched: Matches, titled: set[str], figs: int, prior: float,
+            taxonomy: Taxonomy) -> dict[str, float]:
+    """The summed weights: relevance evidence, and each layer's (a title's phrases at ``title_share``)."""
     totals = {"core": _hits(matched, taxonomy.core)[1] + prior, "prior": prior,
               "negative": _hits(matched, taxonomy.negative)[1],
               "novelty": _hits(matched, taxonomy.novelty)[1]}
     for lid, rule in taxonomy.layers.items():
         figure_weight = rule.figure_weight * min(figs, rule.max_figures)
-        totals[lid] = _hits(matched, rule.phrases)[1] + figure_weight
+        subject = {**matched, **{p: taxonomy.title_share for p in titled
+                                 if rule.phrases.get(p, 0.0) >= _SPECIFIC}}
+        totals[lid] = _hits(subject, rule.phrases)[1] + figure_weight
     totals["layer_evidence"] = _layer_evidence(matched, taxonomy)
     return totals
 
@@ -159,9 +193,26 @@ def _strength(totals: Mapping[str, float], taxonomy: Taxonomy) -> float:
     return round(1.0 - math.exp(-max(0.0, amount) / taxonomy.saturation), 3)
 
 
+def is_roundup(totals: Mapping[str, float], taxonomy: Taxonomy) -> bool:
+    """Whether the titles make this a roundup (a weekly newsletter: many items, brief each)."""
+    return bool(taxonomy.roundup) and totals.get("roundup", 0.0) >= taxonomy.roundup_threshold
+
+
 def layers_of(totals: Mapping[str, float], taxonomy: Taxonomy) -> tuple[str, ...]:
-    """The layers whose evidence reaches their threshold, in the fixed layer order."""
-    return tuple(lid for lid in LAYER_IDS if totals.get(lid, 0.0) >= taxonomy.layers[lid].threshold)
+    """The layers whose evidence reaches their threshold (a roundup's own), in the fixed order.
+
+    With none, the nearest compiler layer (``evidence_layers``: never hardware or
+    benchmark) when its evidence is at least ``fallback_share`` of its threshold:
+    an entry about the Clang driver may name Clang once.
+    """
+    roundup = is_roundup(totals, taxonomy)
+    share = {lid: totals.get(lid, 0.0) / taxonomy.layers[lid].needs(roundup) for lid in LAYER_IDS}
+    found = tuple(lid for lid in LAYER_IDS if share[lid] >= 1.0)
+    nearest = max(taxonomy.evidence_layers or LAYER_IDS,
+                  key=lambda lid: (share[lid], -LAYER_IDS.index(lid)))
+    if found or taxonomy.fallback_share <= 0 or share[nearest] < taxonomy.fallback_share:
+        return found
+    return (nearest,)
 
 
 def decide(totals: Mapping[str, float], taxonomy: Taxonomy,
@@ -184,21 +235,46 @@ def classify_text(text: str, taxonomy: Taxonomy, *, prior: float = 0.0,
     ``titles`` are read for community/admin phrases: an event is a community
     post when every one of its titles says so. Figures count wherever they are.
     """
-    matched = _matches(text, body, taxonomy)
+    return _classify([("", text)], taxonomy, prior=prior, titles=titles, body=body)
+
+
+def _classify(leads: Sequence[tuple[str, str]], taxonomy: Taxonomy, *, prior: float,
+              titles: Sequence[str], body: str) -> Classification:
+    """Classify entries' titles and summaries (``leads``) and their joined bodies."""
+    roundup = _title_weight(titles, taxonomy.roundup, taxonomy)
+    matched, titled = _matches(leads, body, taxonomy, is_roundup({"roundup": roundup}, taxonomy))
+    text = "\n\n".join(f"{title}\n{summary}" if title else summary for title, summary in leads)
     whole = f"{text}\n\n{body}" if body else text
-    figs = figures(whole)
-    totals = _totals(matched, len(figs), prior, taxonomy)
+    figs, measures = figures(whole), measurements(whole)
+    totals = _totals(matched, titled, len(figs), prior, taxonomy)
     totals["community"] = _community(titles, taxonomy)
+    totals["roundup"] = roundup
     relevant, strength, layers = decide(totals, taxonomy, _is_relevant(totals, taxonomy))
-    evidence = _evidence(matched, figs, measurements(whole), taxonomy)
+    evidence = _evidence(matched, figs, measures, taxonomy)
     return Classification(relevant, strength, layers, evidence, totals)
 
 
-def _community(titles: Sequence[str], taxonomy: Taxonomy) -> float:
-    """The weakest title's community evidence (0 without titles)."""
-    weights = [_hits(dict.fromkeys(taxonomy.matcher.find(t), 1.0), taxonomy.community)[1]
-               for t in titles]
+def _title_weight(titles: Sequence[str], table: Mapping[str, float], taxonomy: Taxonomy) -> float:
+    """The weakest title's weight of ``table``'s phrases (0 without titles)."""
+    weights = [_hits(dict.fromkeys(taxonomy.matcher.find(t), 1.0), table)[1] for t in titles]
     return min(weights, default=0.0)
+
+
+_SUBTITLE = re.compile(r":\s|\s[-–—]+\s|,\s")
+
+
+def _community(titles: Sequence[str], taxonomy: Taxonomy) -> float:
+    """The weakest title's community evidence; a programme's name counts without a subtitle.
+
+    "LLVM accepted to Google Summer of Code" is about the programme; "GSoC 2025:
+    Byte Types in LLVM IR" and "..., GSoC'23 Project" report a project of it.
+    """
+    def weight(title: str) -> float:
+        found = dict.fromkeys(taxonomy.matcher.find(title), 1.0)
+        programme = 0.0 if _SUBTITLE.search(title) else _hits(found, taxonomy.programmes)[1]
+        return _hits(found, taxonomy.community)[1] + programme
+
+    return min((weight(t) for t in titles), default=0.0)
 
 
 def classify_items(items: Sequence[Item], taxonomy: Taxonomy) -> Classification:
@@ -206,10 +282,10 @@ def classify_items(items: Sequence[Item], taxonomy: Taxonomy) -> Classification:
     if not items:
         raise ValueError("classify_items needs at least one item")
     prior_keys, prior = _prior(items, taxonomy)
-    text = "\n\n".join(dict.fromkeys(item.lead_text for item in items))
+    leads = list(dict.fromkeys((item.title, item.summary) for item in items))
     body = "\n\n".join(dict.fromkeys(item.body for item in items if item.body))
-    result = classify_text(text, taxonomy, prior=prior, titles=[item.title for item in items],
-                           body=body)
+    result = _classify(leads, taxonomy, prior=prior, titles=[item.title for item in items],
+                       body=body)
     if prior_keys:
         result.evidence["source_prior"] = prior_keys
     return result

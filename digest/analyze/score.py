@@ -9,7 +9,8 @@ Components (points up to the weight of each):
                  costs little)
 - quantitative   speed-ups, percentages, measured times, rates and sizes ("38
                  minutes", "1,450 TFLOPS", "12 GB") and roofline/throughput/latency
-- novelty        firsts and new things (taxonomy [novelty]; not hardware names)
+- novelty        firsts, new things and impact: a breaking change, a migration, a
+                 major release, a new default (taxonomy [novelty]; not hardware names)
 - corroboration  how many distinct publishers report it (arXiv cross-lists count once)
 - prerelease     negative: pre-releases and nightlies lose a share of their points
 

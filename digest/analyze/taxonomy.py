@@ -34,11 +34,13 @@ _DASHES = re.compile(r"[-‐‑‒–—]")
 _SPEEDUP_SIGNS = ("x", "×", "倍")
 # After a ratio's sign: a shape or a name ("4x4", "2x_"), or a count of hardware ("8x H100", "4x GPUs").
 _NOT_A_SPEEDUP = re.compile(r"[a-z0-9_]|\s*(?:[a-z]+\d{2,}|gpus?|nodes?|cores?)", re.I)
-_TOP_KEYS = {"version", "relevance", "negative", "source_prior", "novelty", "layers", "community"}
+_TOP_KEYS = {"version", "relevance", "negative", "source_prior", "novelty", "layers", "community",
+             "roundup"}
 _RELEVANCE_KEYS = {"threshold", "margin", "saturation", "layer_share", "triage_band", "core",
-                   "layer_evidence", "layer_evidence_cap", "evidence_layers", "body_share"}
-_COMMUNITY_KEYS = {"threshold", "phrases"}
-_LAYER_KEYS = {"threshold", "phrases", "figure_weight", "max_figures"}
+                   "layer_evidence", "layer_evidence_cap", "evidence_layers", "body_share",
+                   "lead_chars", "title_share", "fallback_share"}
+_COMMUNITY_KEYS = {"threshold", "phrases", "programmes"}
+_LAYER_KEYS = {"threshold", "phrases", "figure_weight", "max_figures", "roundup_threshold"}
 
 
 def tokenize(text: str) -> list[str]:
@@ -128,13 +130,16 @@ class PhraseMatcher:
 
     def find(self, text: str) -> set[str]:
         """The keys of the phrases occurring in ``text``."""
-        tokens = tokenize(text)
-        return {
-            phrase.key
-            for i, token in enumerate(tokens)
-            for phrase in self._candidates(token)
-            if phrase.matches_at(tokens, i)
-        }
+        return set(self.first_positions(tokenize(text)))
+
+    def first_positions(self, tokens: list[str]) -> dict[str, int]:
+        """Each occurring phrase's key with the token position where it first starts."""
+        found: dict[str, int] = {}
+        for i, token in enumerate(tokens):
+            for phrase in self._candidates(token):
+                if phrase.key not in found and phrase.matches_at(tokens, i):
+                    found[phrase.key] = i
+        return found
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,13 @@ class LayerRule:
     threshold: float
     figure_weight: float = 0.0
     max_figures: int = 0
+    roundup_threshold: float | None = None  # in a roundup (one mention per item); None: threshold
+
+    def needs(self, roundup: bool) -> float:
+        """The evidence this layer needs, in a roundup or in a single-topic entry."""
+        if roundup and self.roundup_threshold is not None:
+            return self.roundup_threshold
+        return self.threshold
 
 
 @dataclass(frozen=True)
@@ -170,7 +182,20 @@ class Taxonomy:
     # Community/admin posts (boards, office hours, calls for papers): matched in titles.
     community: Mapping[str, float] = field(default_factory=dict)
     community_threshold: float = 0.0
+    # Roundups (weekly newsletters, release roundups): matched in titles; many items,
+    # each mentioned briefly, so layers need their ``roundup_threshold``.
+    roundup: Mapping[str, float] = field(default_factory=dict)
+    roundup_threshold: float = 0.0
+    # Programme names (Summer of Code): community evidence in a title without a subtitle.
+    programmes: Mapping[str, float] = field(default_factory=dict)
     body_share: float = 1.0  # the share of its weight a phrase found only in a body counts at
+    # The lead of an entry's summary: its first ``lead_chars`` characters (0: all of
+    # it; an abstract's length). Beyond it a phrase counts at ``body_share``.
+    lead_chars: int = 0
+    title_share: float = 1.0  # what a phrase in a title counts at: a title states the subject
+    # Compiler news with no layer at its threshold takes its nearest layer when that
+    # has at least this share of its threshold (0: never): news always has a layer.
+    fallback_share: float = 0.0
 
 
 def _weights(table: object, where: str) -> dict[str, float]:
@@ -207,6 +232,8 @@ def _layer(lid: str, table: object) -> LayerRule:
         threshold=_number(table, "threshold", where),
         figure_weight=_number(table, "figure_weight", where, 0.0),
         max_figures=int(_number(table, "max_figures", where, 0.0)),
+        roundup_threshold=(_number(table, "roundup_threshold", where)
+                           if "roundup_threshold" in table else None),
     )
 
 
@@ -230,13 +257,17 @@ def _evidence_layers(rel: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(ids)
 
 
-def _community(table: object) -> tuple[dict[str, float], float]:
+def _title_phrases(table: object, where: str) -> tuple[dict[str, float], float, dict[str, float]]:
+    """A table of title phrases, its threshold and its programmes ([community], [roundup])."""
     if table is None:
-        return {}, 0.0
+        return {}, 0.0, {}
     if not isinstance(table, dict):
-        raise ConfigError("taxonomy: [community] must be a table")
-    _unknown(table, _COMMUNITY_KEYS, "community")
-    return _weights(table.get("phrases"), "community.phrases"), _number(table, "threshold", "community")
+        raise ConfigError(f"taxonomy: [{where}] must be a table")
+    _unknown(table, _COMMUNITY_KEYS, where)
+    programmes = (_weights(table["programmes"], f"{where}.programmes")
+                  if "programmes" in table else {})
+    return (_weights(table.get("phrases"), f"{where}.phrases"),
+            _number(table, "threshold", where), programmes)
 
 
 def build_taxonomy(data: Mapping[str, Any]) -> Taxonomy:
@@ -251,8 +282,10 @@ def build_taxonomy(data: Mapping[str, Any]) -> Taxonomy:
     novelty = _weights(data.get("novelty"), "novelty")
     prior = _weights(data["source_prior"], "source_prior") if "source_prior" in data else {}
     layers = _layers(data.get("layers"))
-    community, community_threshold = _community(data.get("community"))
-    every = [*core, *negative, *novelty, *community]
+    community, community_threshold, programmes = _title_phrases(data.get("community"),
+                                                                "community")
+    roundup, roundup_threshold, _ = _title_phrases(data.get("roundup"), "roundup")
+    every = [*core, *negative, *novelty, *community, *roundup, *programmes]
     every += [p for rule in layers.values() for p in rule.phrases]
     if _number(rel, "saturation", "relevance", 8.0) <= 0:
         raise ConfigError("taxonomy: [relevance] saturation must be positive")
@@ -270,7 +303,11 @@ def build_taxonomy(data: Mapping[str, Any]) -> Taxonomy:
         layer_evidence_cap=_number(rel, "layer_evidence_cap", "relevance", 0.0),
         evidence_layers=_evidence_layers(rel),
         community=community, community_threshold=community_threshold,
+        roundup=roundup, roundup_threshold=roundup_threshold, programmes=programmes,
         body_share=_number(rel, "body_share", "relevance", 1.0),
+        lead_chars=int(_number(rel, "lead_chars", "relevance", 0.0)),
+        title_share=_number(rel, "title_share", "relevance", 1.0),
+        fallback_share=_number(rel, "fallback_share", "relevance", 0.0),
     )
 
 
