@@ -103,3 +103,56 @@ _PIECES = st.sampled_from(["1", "2.5", "12,500", "3", "0", " ", "  ", "x", "X", 
 def test_the_classifier_reads_figures_through_the_one_extractor(text: str) -> None:
     stated = {f.compact for f in extract_figures(text) if f.kind in ("ratio", "percent")}
     assert set(figures(text)) <= stated
+
+
+# --- results: figures with what they measure and their baselines ----------------------------------
+
+from digest.analyze.figures import Result, results  # noqa: E402
+
+# Sentences of the kind the sample feeds and real posts carry.
+PRECOMPILE = ("For a 70B-parameter model on 2,048 GPUs, cold start drops from 23 minutes to 2.8 minutes. "
+              "Precompile also removed the compile-time collective hangs we saw in 7% of large "
+              "production jobs.")
+
+
+def _shown(text: str) -> list[tuple[str, str, str, str]]:
+    return [(r.kind, r.before, r.value, r.baseline or r.where) for r in results(text)]
+
+
+def test_a_change_keeps_its_before_value_and_what_changed() -> None:
+    (result,) = results(PRECOMPILE)  # "7% of jobs" is a share, "70B" a model size: not results
+    assert result == Result("change", "2.8 minutes", before="23 minutes", metric="cold start",
+                            direction="down")
+    assert _shown("Cold start: 23 -> 2.8 minutes on 2,048 GPUs.") == [
+        ("change", "23 minutes", "2.8 minutes", "2,048 GPUs")]
+    (mfu,) = [r for r in results("ShardFlow raises MFU from 38.2% to 46.9% over the XLA SPMD partitioner.")]
+    assert (mfu.metric, mfu.direction, mfu.baseline) == ("MFU", "up", "XLA SPMD partitioner")
+
+
+def test_ratios_against_a_named_baseline() -> None:
+    assert _shown("With max-autotune, Mixtral-8x7B inference runs 1.8x faster than eager mode on an "
+                  "Intel Arc B580.") == [("ratio", "", "1.8x", "eager mode")]
+    assert _shown("MoE layers are up to 1.35x faster on B200 than CUTLASS 4.2.") == [
+        ("ratio", "", "1.35x", "CUTLASS 4.2")]
+    (gain, *more) = results("PIMLower achieves up to 6.2x speedup on GEMV-dominated kernels, 3.1x on "
+                            "attention "
+                            "and 2.4x end to end on OPT-6.7B decoding relative to CPU-only execution.")
+    assert (gain.value, gain.where, gain.qualifier, gain.baseline) == (
+        "6.2x", "GEMV-dominated kernels", "up to", "CPU-only execution")
+    assert [(r.value, r.where, r.baseline) for r in more] == [
+        ("3.1x", "attention", "CPU-only execution"), ("2.4x", "OPT-6.7B decoding", "CPU-only execution")]
+
+
+def test_by_within_and_absolute_results() -> None:
+    assert [(r.kind, r.metric, r.value, r.direction) for r in results(
+        "GraphMorph cuts the memory held by captured graphs by 8.3x and reduces p99 time per output "
+        "token by 17%.")] == [("by", "memory held by captured graphs", "8.3x", "down"),
+                              ("by", "p99 time per output token", "17%", "down")]
+    assert _shown("The FP8 GEMM reaches 1,450 TFLOPS on a B200, within 3% of the hand-tuned C++ kernel.") == [
+        ("absolute", "", "1,450 TFLOPS", "B200"), ("within", "", "3%", "hand-tuned C++ kernel")]
+
+
+def test_bounds_shares_sizes_and_names_are_not_results() -> None:
+    assert results("It keeps the slowdown below 2% and fails in 9% of tasks at 10% block density.") == []
+    assert results("Mixtral-8x7B and a 70B model on 8 H100 GPUs with 3,225 CUBINs.") == []
+    assert [f.kind for f in extract_figures("Mixtral-8x7B")] == [""]  # "8x" glued to "7B" is a name

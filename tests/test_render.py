@@ -159,10 +159,12 @@ def test_email_text_and_subject(renderer: Renderer, view: DigestView,
         assert text_width(line) <= 78 or re.fullmatch(r"\s*(https?://\S+|__DIGEST_[A-Z_]+__)", line), line
     assert f"\n{SITE}/d/2026-09-29\n" in parts.text
     assert not re.search(r"^\s*javascript:", parts.text, re.M), "a dropped link was printed"
-    assert parts.subject == view.title and len(parts.preheader) <= 100
+    brand = {"zh": "编译器技术日报 2026-09-29：", "en": "Compiler Digest 2026-09-29: "}[view.locale]
+    assert parts.subject == brand + view.title and len(parts.preheader) <= 100
     odd = renderer.email_parts(make_view(view.events, title="Line one\r\nBcc: x@y " + "长" * 400))
     assert "\n" not in odd.subject and "\r" not in odd.subject and len(odd.subject) == 200
-    assert odd.subject.startswith("Line one Bcc: x@y") and odd.subject.endswith("…")
+    assert odd.subject.startswith("编译器技术日报 2026-09-29：Line one Bcc: x@y")
+    assert odd.subject.endswith("…")
 
 
 def test_telegram_messages(renderer: Renderer, view: DigestView) -> None:
@@ -170,6 +172,10 @@ def test_telegram_messages(renderer: Renderer, view: DigestView) -> None:
     # zh: the second event is too long for one message and is cut at a paragraph break;
     # en: it fits, so the cuts fall between events.
     assert len(messages) == 3
+    brand = "编译器技术日报" if view.locale == "zh" else "Compiler Digest"
+    headers = [f"<i>{brand} 2026-09-29 · {n}/3</i>\n\n" for n in (1, 2, 3)]
+    assert all(m.startswith(h) for m, h in zip(messages, headers, strict=True))
+    messages = [m.removeprefix(h) for m, h in zip(messages, headers, strict=True)]
     assert messages[1].startswith("<b>2. ")
     assert view.locale == "en" or telegram_text(messages[1]).endswith("采纳。")
     assert all(telegram_length(m) < TELEGRAM_LIMIT for m in messages)
@@ -225,3 +231,24 @@ def test_preview_prints_exactly_what_would_be_sent(
     sent = json.loads(capsys.readouterr().out)
     renderer = Renderer(site_url=SITE)
     assert sent == (renderer.telegram(view) if fmt == "telegram" else renderer.discord(view))
+
+
+def test_every_part_of_a_split_telegram_digest_names_the_digest_and_its_place(
+        renderer: Renderer, view: DigestView) -> None:
+    from digest.render.chat import strip_part_header
+
+    messages = renderer.telegram(view)
+    assert len(messages) > 1 and all(telegram_length(m) < TELEGRAM_LIMIT for m in messages)
+    heads = [telegram_text(m).split("\n")[0] for m in messages]
+    brand = "编译器技术日报" if view.locale == "zh" else "Compiler Digest"
+    assert heads == [f"{brand} 2026-09-29 · {n}/{len(messages)}" for n in range(1, len(messages) + 1)]
+    stripped = [strip_part_header(m) for m in messages]
+    assert stripped[0].startswith("<b><a href=")
+    assert all(f"· {n}/" not in text for n, text in enumerate(stripped, 1))
+
+
+def test_a_digest_that_fits_one_telegram_message_has_no_part_header(
+        renderer: Renderer, make_view: Callable[..., DigestView],
+        make_event: Callable[..., EventView]) -> None:
+    (message,) = renderer.telegram(make_view((make_event(1),)))
+    assert "1/1" not in message and not message.startswith("<i>")

@@ -246,23 +246,40 @@ async def test_triage_without_items_list_is_a_failure(fake: FakeLLM, client: LLM
 
 # --- extractive ----------------------------------------------------------------------------------
 
-def test_extractive_event_zh() -> None:
+def test_extractive_event_zh_composes_chinese_from_facts_then_quotes() -> None:
     got = extractive_event(KERNELBRAID, "zh")
     assert got == extractive_event(KERNELBRAID, "zh")  # deterministic
-    assert got.title == ARXIV.title and got.mode == "extractive"
-    assert got.summary == (
+    assert got.title == ARXIV.title and got.mode == "extractive" and got.kind == "paper"
+    composed, quoted = got.summary.split("原文摘录：")
+    assert composed == "arXiv 论文介绍 AReaL-TIK：吞吐达到 AReaL 的 1.10 倍；平均加速 1.40 倍。"
+    assert quoted == (
         "We present KernelBraid, which starts from hand-tuned, bitwise-consistent unified RL kernels, "
         "e.g. log-probability recomputation. Across 12 end-to-end training configurations on H20 it "
         "reaches 1.10x the throughput of AReaL. Isolated-layer profiling shows a 1.40x mean phase-time "
         "speedup over 15 model-GPU pairs."
     )
-    assert got.why_it_matters == (
-        "该工作涉及优化、内核生成、硬件后端、基准测试；1 个来源报道（arXiv）。"
-        "来源给出的关键数字：1.10x、1.40x，结论以原文配置为准。"
-        "本条为抽取式摘要，摘自来源原文，未经模型分析。"
-    )
-    assert got.watch == ("AReaL-TIK", "KernelBraid", "H20")
+    # why it matters: the layer's stake and how the figures stand, not the layer and source lines again
+    assert got.why_it_matters == ("生成内核的质量直接决定算子在目标硬件上的效率。"
+                                  "数字为来源自报，对比对象是 AReaL，复现前应核对原文配置。")
+    assert "抽取式" not in got.why_it_matters and "来源报道" not in got.why_it_matters
+    assert got.watch == ("AReaL-TIK", "待验证：AReaL-TIK 吞吐达到 AReaL 的 1.10 倍")
     assert got.layers == KERNELBRAID.layers
+
+
+def test_each_event_gets_its_own_why_it_matters() -> None:
+    runtime = EventInput(2, "GraphMorph", ("frontend", "runtime"), 60.0, (SourceText(
+        "arXiv cs.DC", "https://arxiv.org/abs/2611.04055", "GraphMorph: Shape-Parametric CUDA Graphs",
+        "CUDA Graphs remove CPU launch overhead in LLM serving. GraphMorph shortens engine start-up "
+        "from 96 seconds to 21 seconds for Llama-3.1-70B on 8 H100 GPUs."),))
+    release = EventInput(3, "Triton 3.6.0", ("kernel_codegen",), 50.0, (SourceText(
+        "triton-lang/triton releases", "https://github.com/triton-lang/triton/releases/tag/v3.6.0",
+        "Triton 3.6.0 release", "Gluon is now documented and supports warp specialization."),))
+    whys = {extractive_event(e, "zh").why_it_matters for e in (KERNELBRAID, SPLYCE, runtime, release)}
+    assert len(whys) == 4
+    assert extractive_event(runtime, "zh").summary.startswith(
+        "arXiv 论文介绍 GraphMorph：引擎启动时间从 96 秒降到 21 秒（Llama-3.1-70B on 8 H100 GPUs）。")
+    assert extractive_event(release, "zh").summary.startswith("Triton 3.6.0 正式发布。")
+    assert extractive_event(release, "en").summary.startswith("Triton 3.6.0 is released.")
 
 
 def test_extractive_summary_keeps_angle_brackets_and_entities_as_text() -> None:
@@ -271,15 +288,16 @@ def test_extractive_summary_keeps_angle_brackets_and_entities_as_text() -> None:
     event = EventInput(1, "Vectors <T>", ("kernel_codegen",), 50.0,
                        (SourceText("LLVM Blog", "https://blog.llvm.org/p", "Vectors <T>", text),))
     got = extractive_event(event, "en")
-    assert got.summary == text and got.title == "Vectors <T>"
+    assert got.summary.endswith(f"From the source: {text}") and got.title == "Vectors <T>"
 
 
 def test_extractive_event_en_has_no_chinese() -> None:
     got = extractive_event(KERNELBRAID, "en")
+    assert got.summary.startswith("An arXiv paper presents AReaL-TIK: 1.10x the throughput of AReaL; "
+                                  "1.40x mean phase-time speedup. From the source: We present KernelBraid")
     assert got.why_it_matters == (
-        "Touches Optimization, Kernel codegen, Hardware back end and Benchmark; reported by 1 source "
-        "(arXiv). Figures stated by the sources: 1.10x, 1.40x; check the original setup. Extractive "
-        "write-up: quoted from the sources, not analysed by a model."
+        "The quality of generated kernels decides how fast operators run on the target. The figures are "
+        "the sources' own, measured against AReaL; check the original setup before relying on them."
     )
     assert not any(CJK.search(text) for text in (got.title, got.summary, got.why_it_matters, *got.watch))
 
@@ -287,48 +305,61 @@ def test_extractive_event_en_has_no_chinese() -> None:
 def test_extractive_en_keeps_chinese_source_text_but_connects_in_english() -> None:
     got = extractive_event(SPLYCE, "en")
     assert got.summary == (
+        "The 机器之心 blog presents Splyce: 1.96-2.86x speedup. From the source: "
         "Splyce 是一个基于 MLIR 的自动向量化框架。它提出双路径执行模型！"
         "在合成内核上取得 1.96 至 2.86 倍加速。"
     )
     assert not CJK.search(got.why_it_matters.replace("机器之心", ""))
-    assert "1.96x, 2.86x" in got.why_it_matters
+    zh = extractive_event(SPLYCE, "zh").summary
+    assert zh.startswith("机器之心 博客介绍 Splyce：加速 1.96 至 2.86 倍。")
 
 
 def test_extractive_summary_is_capped_and_sentence_aware() -> None:
     long = " ".join(f"Sentence number {i} says something about MLIR passes." for i in range(40))
     event = EventInput(1, "T", (), 1.0, (SourceText("S", None, "Title", f"<p>{long}</p>"),))
-    summary = extractive_event(event, "en").summary
-    assert summary.count(".") == 3 and len(summary) <= 600
+    quoted = extractive_event(event, "en").summary.split("From the source: ")[1]
+    assert quoted.count(".") == 3 and len(quoted) <= 600
     one = EventInput(1, "T", (), 1.0, (SourceText("S", None, "Title", "word " * 400),))
-    assert len(extractive_event(one, "en").summary) <= 600
-    assert extractive_event(one, "en").summary.endswith("…")
+    quoted = extractive_event(one, "en").summary.split("From the source: ")[1]
+    assert len(quoted) <= 600 and quoted.endswith("…")
 
 
 def test_extractive_event_without_a_summary_says_so() -> None:
     bare = EventInput(3, "Triton 3.4", (), 5.0, (SourceText("GitHub", None, "Triton 3.4", "Triton 3.4"),))
-    assert extractive_event(bare, "zh").summary == "来源未提供摘要。"
-    assert extractive_event(bare, "en").summary == "The source gives no summary."
+    assert extractive_event(bare, "zh").summary.endswith("来源未提供摘要。")
+    assert extractive_event(bare, "en").summary.endswith("The source gives no summary.")
     assert "尚未归入具体层级" in extractive_event(bare, "zh").why_it_matters
 
 
 def test_extractive_day_zh_and_en() -> None:
     zh = extractive_day(_written(), "zh", DATE)
-    assert zh.title == f"{ARXIV.title}；Splyce：稀疏协同迭代的 SIMD 向量化"
-    assert zh.overview.startswith("2026 年 9 月 17 日的日报收录 2 个事件，涉及优化、")
-    assert zh.watchlist == ("AReaL-TIK", "KernelBraid", "H20", "Splyce", "SIMD")
+    assert zh.title == "AReaL-TIK；Splyce"  # short names, not the full English titles
+    assert zh.overview == ("2026 年 9 月 17 日共 2 个事件（1 篇论文、1 篇博客）。变化集中在优化（2 个）、"
+                           "张量级 IR（1 个）、内核生成（1 个），其中 1 个事件横跨三层以上。")
+    assert zh.watchlist == ("AReaL-TIK", "Splyce", "待验证：AReaL-TIK 吞吐达到 AReaL 的 1.10 倍")
     assert zh == extractive_day(_written(), "zh", DATE) and zh.mode == "extractive"
-    en_events = [extractive_event(KERNELBRAID, "en")]
-    en = extractive_day(en_events, "en", DATE)
-    assert en.title == ARXIV.title
-    assert en.overview.startswith("The digest for September 17, 2026 covers 1 event across Optimization")
+    en = extractive_day([extractive_event(KERNELBRAID, "en")], "en", DATE)
+    assert en.title == "AReaL-TIK"
+    assert en.overview == ("September 17, 2026: 1 event (1 paper). Most movement in Optimization (1), "
+                           "Kernel codegen (1) and Hardware back end (1); 1 span three layers or more.")
     assert not CJK.search(en.overview)
 
 
-def test_extractive_day_watchlist_is_deduped_and_capped() -> None:
+def test_the_overview_names_what_events_share_not_every_layer() -> None:
+    layer_sets = [("kernel_codegen",), ("kernel_codegen", "runtime"), ("frontend",), ("benchmark",)]
+    events = [EventWriteup(f"E{i}: x", f"Runs on H100 with Triton {i}.", "w", (f"E{i}",), layers,
+                           "extractive", "paper") for i, layers in enumerate(layer_sets)]
+    overview = extractive_day(events, "zh", DATE).overview
+    assert "变化集中在内核生成（2 个）、前端（1 个）、运行时（1 个）。" in overview
+    assert "基准测试" not in overview  # three layers at most, not the whole list
+    assert overview.endswith("多个事件共同涉及 H100（4 个）、Triton（4 个）。")
+
+
+def test_extractive_day_watchlist_puts_names_first_then_claims() -> None:
     events = [EventWriteup(f"E{i}", "s", "w", (f"T{i}", f"U{i}", "shared"), (), "extractive")
-              for i in range(5)]
+              for i in range(6)]
     assert extractive_day(events, "en", DATE).watchlist == (
-        "T0", "U0", "shared", "T1", "U1", "T2", "U2", "T3")
+        "T0", "T1", "T2", "T3", "U0", "shared", "U1", "U2")
 
 
 def test_extractive_day_without_events() -> None:
@@ -336,10 +367,53 @@ def test_extractive_day_without_events() -> None:
     assert extractive_day([], "en", DATE).title == "Compiler digest, September 17, 2026: no new events"
 
 
-def test_versions_are_not_key_figures() -> None:
+@pytest.mark.parametrize(("title", "name"), [
+    ("PIMLower: Profile-Guided Operator Placement for Processing-in-Memory", "PIMLower"),
+    ("Compile Once, Run on Every Rank: Precompile for Distributed torch.compile", "Precompile"),
+    ("MLIR One-Shot Bufferize in 2026: What Changed and How to Migrate", "MLIR One-Shot Bufferize"),
+    ("CUTLASS 4.3: Grouped GEMM Autotuning & Python Epilogue Fusion", "CUTLASS 4.3"),
+    ("LLVM Weekly - #623, November 30th 2026", "LLVM Weekly #623"),
+    ("Triton 3.6.0 release", "Triton 3.6.0"),
+    ("TensorRT-LLM Speeds Up DeepSeek-R1 with Multi-Token Prediction", "TensorRT-LLM Speeds Up DeepSeek-R1"),
+    ("Splyce：稀疏协同迭代的 SIMD 向量化", "Splyce"),
+])
+def test_short_names_for_the_day_title(title: str, name: str) -> None:
+    from digest.domain.daytext import short_name
+
+    assert short_name(title) == name
+
+
+def test_key_figures_are_results_with_baselines_not_sizes_or_versions() -> None:
     from digest.write.extractive import key_figures
 
-    assert key_figures("LLVM 21.1.8 Release: builds 2.5x faster, 30% smaller", "en") == ["2.5x", "30%"]
+    assert key_figures("LLVM 21.1.8 Release: builds 2.5x faster, 30% smaller", "en") == [
+        "2.5x faster", "30% smaller"]
+    text = ("For a 70B-parameter model on 2,048 GPUs, cold start drops from 23 minutes to 2.8 minutes. "
+            "Mixtral-8x7B runs 1.8x faster than eager mode on an Intel Arc B580. "
+            "The FP8 GEMM reaches 1,450 TFLOPS on a B200.")
+    assert key_figures(text, "zh") == ["冷启动从 23 分钟降到 2.8 分钟",
+                                       "在 Intel Arc B580 上比 eager mode 快 1.8 倍",
+                                       "在 B200 上达到 1,450 TFLOPS"]
+    assert key_figures(text, "en") == [
+        "cold start from 23 minutes to 2.8 minutes", "1.8x faster than eager mode on Intel Arc B580",
+        "1,450 TFLOPS on B200"]
+    assert not any(re.search(r"(?<![\d.])(?:70B|8x)", f) for f in key_figures(text, "en", most=9))
+
+
+def test_watch_items_are_names_claims_and_releases_not_adjectives() -> None:
+    from digest.write.extractive import key_terms
+
+    title = "TritonTune: Transfer-Learned Cost Models for Autotuning NP-hard GSPMD-style Spaces"
+    assert key_terms(title, "new capabilities.The TensorRT-LLM back end and torch.compile", most=9) == [
+        "TritonTune", "TensorRT-LLM", "torch.compile"]
+    weekly = EventInput(9, "LLVM Weekly", ("kernel_codegen",), 50.0, (SourceText(
+        "LLVM Weekly", "http://llvmweekly.org/issue/623", "LLVM Weekly - #623, November 30th 2026",
+        "Welcome to the six hundred and twenty-third issue of LLVM Weekly. News and mailing lists The "
+        "branch for LLVM 22.x has been created and release candidates are expected every two weeks."),))
+    got = extractive_event(weekly, "zh")
+    assert got.watch[:2] == ("LLVM Weekly #623", "后续：LLVM 22.x 的 release candidate")
+    assert "原文摘录：The branch for LLVM 22.x" in got.summary  # no greeting, no flattened heading
+    assert got.kind == "roundup"
 
 
 def _view(event_modes: list[str], day_mode: str) -> DigestView:
@@ -429,4 +503,22 @@ def test_an_arxiv_paper_cross_listed_three_times_is_one_source() -> None:
     event = record.as_input()
     assert [s.url for s in event.sources] == ["https://arxiv.org/abs/2409.01234",
                                               "https://blog.example/splyce"]
-    assert "reported by 2 sources (arXiv cs.PL, A blog)" in extractive_event(event, "en").why_it_matters
+    why = extractive_event(event, "en").why_it_matters
+    assert why.endswith("Reported by an arXiv paper and the A blog alike.")
+
+
+def test_flattened_headings_bylines_and_travel_chatter_are_dropped() -> None:
+    gsoc = ("By Sofia Mendes This summer I worked on the SLP vectorizer's cost model. The problem The SLP "
+            "vectorizer costed shuffles separately. What landed A unified shuffle-cost query. On the LLVM "
+            "test suite this gives a 1.2% geomean improvement on Neoverse V2.")
+    assert lead(gsoc, most=4) == (
+        "This summer I worked on the SLP vectorizer's cost model. The SLP vectorizer costed shuffles "
+        "separately. A unified shuffle-cost query. On the LLVM test suite this gives a 1.2% geomean "
+        "improvement on Neoverse V2.")
+    carts = ("Hello everyone! I'm Rafael, a PhD candidate at the University of Delaware. I recently flew "
+             "from Philadelphia to Las Vegas to attend the CGO conference. CARTS combines MLIR with LLVM "
+             "to compile task graphs for distributed HPC.capabilities.The runtime schedules data blocks.")
+    assert lead(carts) == ("CARTS combines MLIR with LLVM to compile task graphs for distributed "
+                           "HPC.capabilities. The runtime schedules data blocks.")
+    assert lead("Compared to A100 the kernel is 2x faster on B200.") == (
+        "Compared to A100 the kernel is 2x faster on B200.")  # prose, not a heading

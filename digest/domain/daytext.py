@@ -9,6 +9,7 @@ standard library only; connective text in zh or en.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections import Counter
 from collections.abc import Sequence
 
@@ -17,6 +18,7 @@ from digest.domain.status import WriteMode
 from digest.domain.writeups import DayWriteup, EventWriteup
 
 WATCHLIST_MAX = 8
+WATCH_NAMES = 4
 DAY_TITLE_CHARS = 160
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
            "September", "October", "November", "December")
@@ -50,33 +52,90 @@ def cut(text: str, limit: int) -> str:
 
 def and_list(items: Sequence[str]) -> str:
     """``a``, ``a and b``, ``a, b and c``."""
-    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+    if len(items) <= 1:
+        return items[0] if items else ""
+    return f"{', '.join(items[:-1])} and {items[-1]}"
 
 
-def watchlist(events: Sequence[EventWriteup], most: int = WATCHLIST_MAX) -> tuple[str, ...]:
-    """The events' watch items in rank order, deduplicated (case-insensitive), capped."""
+def watchlist(events: Sequence[EventWriteup], most: int = WATCHLIST_MAX,
+              names: int = WATCH_NAMES) -> tuple[str, ...]:
+    """The events' watch items, deduplicated (case-insensitive) and capped.
+
+    Each event's first item is its name: the top ``names`` events' names come
+    first, then the other items (claims to verify, releases to expect) in rank
+    order, then the remaining names.
+    """
+    firsts = [e.watch[0] for e in events if e.watch]
+    ordered = [*firsts[:names], *(w for e in events for w in e.watch[1:]), *firsts[names:]]
     seen: dict[str, str] = {}
-    for item in (w.strip() for e in events for w in e.watch):
+    for item in (w.strip() for w in ordered):
         if item and item.casefold() not in seen:
             seen[item.casefold()] = item
     return tuple(seen.values())[:most]
 
 
+_GENERIC_HEAD = re.compile(r"^(?:GSoC|GSOC|LLVMCGO\d*|RFC|Release|Announcing|Introducing|Tutorial|"
+                           r"Case study|Guest post|Part \d+)\b(?:\s+\d{4})?$", re.I)
+_PREPOSITION = re.compile(r"\s+(?:for|with|in|on|across|via|using|through|to|from|at|over|after|of)\s+")
+_RELEASE_WORDS = re.compile(r"\s+(?:release(?: candidate \d+)?|is released|is out)$", re.I)
+_ROUNDUP = re.compile(r"^(?P<name>.+?\b(?:Weekly|Newsletter))\s*[-–—:]?\s*(?P<no>#\d+)?", re.I)
+NAME_WORDS = 4
+
+
+def short_name(title: str) -> str:
+    """A short name for an item, from its title: "PIMLower", "Precompile", "Triton 3.6.0".
+
+    A name before a colon when it is one (a few words, no slogan), else the words
+    after it up to the first preposition; a release drops "release"; a newsletter
+    keeps its number ("LLVM Weekly #623").
+    """
+    title = " ".join(title.split())
+    roundup = _ROUNDUP.match(title)
+    if roundup:
+        return f"{roundup.group('name')} {roundup.group('no') or ''}".strip()
+    head, sep, tail = [p.strip() for p in [*re.split(r"(:|：)\s*", title, maxsplit=1), "", ""]][:3]
+    if sep and tail:
+        named = _PREPOSITION.split(head, maxsplit=1)[0]
+        if not _GENERIC_HEAD.match(head) and "," not in head and len(named.split()) <= NAME_WORDS - 1:
+            return named
+        return _leading(tail, NAME_WORDS)
+    return _leading(_RELEASE_WORDS.sub("", title), NAME_WORDS + 2)
+
+
+def _leading(text: str, most: int) -> str:
+    """The words before the first preposition, at most ``most`` of them (two more after a gerund)."""
+    words = _PREPOSITION.split(text, maxsplit=1)[0].split()
+    most += 2 if words and words[0].endswith("ing") else 0  # "Making the SLP Vectorizer's ..."
+    return " ".join(words[:most]).rstrip(",;")
+
+
 def _day_title(events: Sequence[EventWriteup], locale: str, date: dt.date) -> str:
+    """The seeds' kind of title: the day's one to three most important items by short name."""
     if not events:
         if locale == "zh":
             return f"编译器技术日报 {format_date(date, locale)}：本期无新事件"
         return f"Compiler digest, {format_date(date, locale)}: no new events"
     glue = "；" if locale == "zh" else "; "
-    title = cut(events[0].title, DAY_TITLE_CHARS)
-    for event in events[1:3]:
-        if len(title) + len(glue) + len(event.title) > DAY_TITLE_CHARS:
+    names = list(dict.fromkeys(short_name(e.title) or cut(e.title, 40) for e in events))
+    title = names[0]
+    for name in names[1:3]:
+        if len(title) + len(glue) + len(name) > DAY_TITLE_CHARS:
             break
-        title += glue + event.title
-    return title
+        title += glue + name
+    return cut(title, DAY_TITLE_CHARS)
+
+
+_KIND_ZH = {"paper": "{n} 篇论文", "blog": "{n} 篇博客", "release": "{n} 个版本发布", "roundup": "{n} 期周报"}
+_KIND_EN = {"paper": ("paper", "papers"), "blog": ("blog post", "blog posts"),
+            "release": ("release", "releases"), "roundup": ("newsletter", "newsletters")}
+_SHARED = re.compile(
+    r"\b(?:torch\.compile|TorchInductor|Triton|MLIR|LLVM|CUTLASS|CuTe DSL|vLLM|TVM|XLA|StableHLO|JAX|"
+    r"CUDA Graphs?|TensorRT-LLM|H100|H200|B200|GB300|A100|MI300X|MI350|TPU|Blackwell|Hopper|AArch64|"
+    r"x86(?:-64)?|RISC-V|FPGA|PIM)\b")
 
 
 def _overview(events: Sequence[EventWriteup], locale: str, date: dt.date) -> str:
+    """What the day shows: what kinds of items, which layers moved, what the events share."""
     day = format_date(date, locale)
     if not events:
         if locale == "zh":
@@ -84,14 +143,34 @@ def _overview(events: Sequence[EventWriteup], locale: str, date: dt.date) -> str
         return f"No event in the window ending {day} met the bar for the digest."
     counts = Counter(lid for e in events for lid in e.layers)
     order = sorted(counts, key=lambda lid: (-counts[lid], LAYER_IDS.index(lid)))
-    labels = [BY_ID[lid].label(locale) for lid in order if lid in BY_ID]
-    tops = [e.title for e in events[:3]]
+    moved = [lid for lid in order if lid in BY_ID][:3]
+    kinds = Counter(e.kind for e in events if e.kind)
+    shared = _shared_terms(events)
+    multi = sum(len(e.layers) >= 3 for e in events)
     if locale == "zh":
-        where = f"，涉及{'、'.join(labels)}" if labels else ""
-        return (f"{day}的日报收录 {len(events)} 个事件{where}。评分最高的是：{'；'.join(tops)}。"
-                "各条摘要摘自来源原文，性能数字以原始来源的配置为准。")
-    where = f" across {and_list(labels)}" if labels else ""
+        what = "、".join(_KIND_ZH[k].format(n=n) for k, n in kinds.most_common() if k in _KIND_ZH)
+        text = f"{day}共 {len(events)} 个事件" + (f"（{what}）" if what else "") + "。"
+        if moved:
+            text += "变化集中在" + "、".join(f"{BY_ID[lid].zh}（{counts[lid]} 个）" for lid in moved)
+            text += f"，其中 {multi} 个事件横跨三层以上。" if multi else "。"
+        if shared:
+            text += "多个事件共同涉及 " + "、".join(f"{term}（{n} 个）" for term, n in shared) + "。"
+        return text
+    what = and_list([f"{n} {_KIND_EN[k][n != 1]}" for k, n in kinds.most_common() if k in _KIND_EN])
     noun = "event" if len(events) == 1 else "events"
-    return (f"The digest for {day} covers {len(events)} {noun}{where}. "
-            f"Highest scored: {'; '.join(tops)}. The summaries quote the sources; "
-            "check performance figures against their original setup.")
+    text = f"{day}: {len(events)} {noun}" + (f" ({what})" if what else "") + "."
+    if moved:
+        text += " Most movement in " + and_list([f"{BY_ID[lid].en} ({counts[lid]})" for lid in moved])
+        text += f"; {multi} span three layers or more." if multi else "."
+    if shared:
+        text += " Shared across events: " + ", ".join(f"{term} ({n})" for term, n in shared) + "."
+    return text
+
+
+def _shared_terms(events: Sequence[EventWriteup], most: int = 4) -> list[tuple[str, int]]:
+    """Projects and targets named by at least two events, most shared first."""
+    seen: Counter[str] = Counter()
+    for e in events:
+        seen.update({m.group(0).rstrip("s") if m.group(0).startswith("CUDA") else m.group(0)
+                     for m in _SHARED.finditer(f"{e.title} {e.summary}")})
+    return sorted(((t, n) for t, n in seen.items() if n >= 2), key=lambda tn: (-tn[1], tn[0]))[:most]

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from digest.domain.daytext import extractive_day
-from digest.domain.writeups import EventWriteup, overall_mode
+from digest.domain.writeups import EventWriteup, item_kind, overall_mode
 
 
 @dataclass(frozen=True)
@@ -39,9 +39,10 @@ class EventView:
     updated: bool = False
 
     def as_writeup(self) -> EventWriteup:
-        """The write-up part, for recomposing a day's text."""
+        """The write-up part, for recomposing a day's text (the kind from the primary source's link)."""
+        primary = self.sources[0].url if self.sources else self.url
         return EventWriteup(self.title, self.summary, self.why_it_matters, self.watch,
-                            self.layers, self.written_by)
+                            self.layers, self.written_by, item_kind(primary, self.title))
 
 
 @dataclass(frozen=True)

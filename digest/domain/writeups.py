@@ -7,20 +7,44 @@ A ``mode`` is the model name that wrote a text, or ``WriteMode.EXTRACTIVE``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from digest.domain.status import WriteMode
 
+PAPER, BLOG, RELEASE, ROUNDUP = "paper", "blog", "release", "roundup"
+_ROUNDUP_TITLE = re.compile(r"\b(?:weekly|newsletter|roundup|round-up|this week in)\b", re.I)
+_RELEASE_URL = re.compile(r"^https?://github\.com/[^/]+/[^/]+/releases(?:/|$)", re.I)
+_PAPER_URL = re.compile(r"^https?://(?:www\.|export\.)?(?:arxiv\.org|doi\.org|openreview\.net)/", re.I)
+
+
+def item_kind(url: str | None, title: str = "", source_kind: str = "") -> str:
+    """What an entry is: ``paper``, ``release``, ``roundup`` (a newsletter issue) or ``blog``.
+
+    From the source's kind when known (``arxiv``, ``github-releases``), else from the URL and title.
+    """
+    if source_kind == "arxiv" or _PAPER_URL.match(url or ""):
+        return PAPER
+    if source_kind == "github-releases" or _RELEASE_URL.match(url or ""):
+        return RELEASE
+    return ROUNDUP if _ROUNDUP_TITLE.search(title) else BLOG
+
 
 @dataclass(frozen=True)
 class SourceText:
-    """One source of an event, as the writer sees it."""
+    """One source of an event, as the writer sees it; ``kind`` is the source's kind when known."""
 
     name: str
     url: str | None
     title: str
     summary: str
+    kind: str = ""
+
+    @property
+    def item_kind(self) -> str:
+        """``paper``, ``release``, ``roundup`` or ``blog`` (see :func:`item_kind`)."""
+        return item_kind(self.url, self.title, self.kind)
 
 
 @dataclass(frozen=True)
@@ -44,6 +68,7 @@ class EventWriteup:
     watch: tuple[str, ...]
     layers: tuple[str, ...]
     mode: str
+    kind: str = ""  # the primary source's item kind (:func:`item_kind`), for the day's overview
 
 
 @dataclass(frozen=True)

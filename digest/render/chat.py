@@ -7,6 +7,8 @@ Telegram blocks come from the macros of ``templates/telegram.html.j2``
 
 from __future__ import annotations
 
+import html
+import re
 from typing import TYPE_CHECKING, Any
 
 from digest.domain.views import EventView
@@ -17,11 +19,13 @@ from digest.render.split import (
     DISCORD_FIELD_VALUE,
     DISCORD_TITLE,
     DISCORD_TOTAL,
+    TELEGRAM_BUDGET,
     embed_length,
     pack,
     pack_discord,
     split_plain,
     split_telegram,
+    telegram_length,
     utf16_len,
 )
 
@@ -39,12 +43,34 @@ NOTES_COLOUR = 0x4F545C
 
 
 def telegram_messages(env: Environment, c: dict[str, Any]) -> list[str]:
-    """The digest as Telegram messages: header first, one block per event, notes last."""
+    """The digest as Telegram messages: header first, one block per event, notes last.
+
+    When it takes more than one message, each starts with a one-line part header
+    (brand, date, "2/3"), so a reader who sees only one knows where it belongs.
+    """
     macros = env.get_template("telegram.html.j2").module
     blocks = [str(macros.header(c))]  # type: ignore[attr-defined]
     blocks += [str(macros.event(c, e, n)) for n, e in enumerate(c["view"].events, 1)]  # type: ignore[attr-defined]
     blocks += [str(macros.watch(c)), str(macros.notes(c))]  # type: ignore[attr-defined]
-    return split_telegram(blocks)
+    parts = split_telegram(blocks)
+    if len(parts) == 1:
+        return parts
+    reserve = telegram_length(part_header(c, 999, 999)) + 2  # the header and the blank line after it
+    parts = split_telegram(blocks, TELEGRAM_BUDGET - reserve)
+    return [f"{part_header(c, n, len(parts))}\n\n{part}" for n, part in enumerate(parts, 1)]
+
+
+_PART_HEADER = re.compile(r"\A<i>[^<]* \d{4}-\d{2}-\d{2} · \d+/\d+</i>\n\n")
+
+
+def strip_part_header(message: str) -> str:
+    """A message without its part header (to read a split digest's text as one piece)."""
+    return _PART_HEADER.sub("", message, count=1)
+
+
+def part_header(c: dict[str, Any], n: int, total: int) -> str:
+    """``<i>编译器技术日报 2026-12-01 · 2/3</i>``: the line that starts each part of a split digest."""
+    return f"<i>{html.escape(c['t']['site_name'])} {c['view'].date.isoformat()} · {n}/{total}</i>"
 
 
 def discord_payloads(c: dict[str, Any]) -> list[dict[str, Any]]:
@@ -145,6 +171,7 @@ def notes_embeds(c: dict[str, Any]) -> list[dict[str, Any]]:
         f"• {t['window']}{colon}{c['window_start']} {t['window_to']} {c['window_end']}",
         f"• {t['mode']}{colon}{discord_escape(c['mode_line'])}",
         f"• {t['caution']}",
+        *([f"• {discord_escape(c['extractive_note'])}"] if c["extractive_note"] else []),
         f"• {t['raw']}{colon}" + discord_escape(c["raw_line"]),
     ]
     if view.stats.get("failed_sources"):

@@ -63,8 +63,14 @@ def email_parts(env: Environment, ctx: dict[str, Any]) -> EmailParts:
            "unsubscribe_url": UNSUBSCRIBE_PLACEHOLDER, "preferences_url": PREFERENCES_PLACEHOLDER}
     page = env.get_template("email.html.j2").render(ctx)
     text = wrap_text(env.get_template("email.txt.j2").render(ctx)).strip() + "\n"
-    return EmailParts(subject=one_line(view.title, SUBJECT_MAX), html=_inliner().inline(page),
+    return EmailParts(subject=subject(ctx), html=_inliner().inline(page),
                       text=text, preheader=preheader)
+
+
+def subject(ctx: dict[str, Any]) -> str:
+    """The brand, the date and the day's title on one safe line: "编译器技术日报 2026-12-01：A；B"."""
+    view, t = ctx["view"], ctx["t"]
+    return one_line(f"{t['site_name']} {view.date.isoformat()}{t['colon']}{view.title}", SUBJECT_MAX)
 
 
 def _checked_link(url: str) -> str:

@@ -18,6 +18,10 @@ LABELS: dict[str, dict[str, str]] = {
         "window_to": "至",
         "mode": "生成模式",
         "caution": "文章由程序根据一手来源生成；性能结论应以链接中的原始配置为准。",
+        "extractive_all": "本期为抽取式写作（未用模型）：每条的中文句子由程序根据来源中的事实"
+                          "（类型、项目、数字及其对比基线）组成，其后为原文摘录。",
+        "extractive_some": "其中 {n} 条为抽取式写作（未用模型）：中文句子由程序根据来源中的事实组成，"
+                           "其后为原文摘录。",
         "raw": "原始条目",
         "raw_item": "{name} {n} 条",
         "list_sep": "，",
@@ -49,6 +53,10 @@ LABELS: dict[str, dict[str, str]] = {
         "mode": "Generation mode",
         "caution": "Written by a program from primary sources; check performance claims "
                    "against the original configurations linked.",
+        "extractive_all": "Written extractively (no model): each write-up's first sentence is composed from "
+                          "the sources' facts (kind, project, figures with their baselines), then quoted.",
+        "extractive_some": "{n} of the write-ups are extractive (no model): composed from the sources' "
+                           "facts, then quoted.",
         "raw": "Raw entries",
         "raw_item": "{name} {n}",
         "list_sep": ", ",

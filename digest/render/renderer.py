@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 from digest.domain.layers import BY_ID
+from digest.domain.status import WriteMode
 from digest.domain.views import DigestView, EventView, SourceLink
 from digest.render.email import (
     PREFERENCES_PLACEHOLDER,
@@ -118,6 +119,7 @@ class Renderer:
             "window_end": view.window_end.astimezone(zone).isoformat(),
             "publishers": publishers,
             "mode_line": mode_line(view),
+            "extractive_note": extractive_note(view, t),
             "raw_line": t["list_sep"].join(t["raw_item"].format(name=k, n=v) for k, v in publishers),
             "site_url": site,
             "digest_url": safe_url(f"{site}/d/{view.date.isoformat()}"),
@@ -192,6 +194,14 @@ def mode_line(view: DigestView) -> str:
     if mode != "mixed":
         return mode
     return f"{mode} (" + ", ".join(f"{k}: {v}" for k, v in view.modes_used.items()) + ")"
+
+
+def extractive_note(view: DigestView, t: dict[str, str]) -> str:
+    """Said once, in the data notes: which write-ups are extractive (none: empty)."""
+    n = sum(e.written_by == WriteMode.EXTRACTIVE for e in view.events)
+    if not n:
+        return ""
+    return t["extractive_all"] if n == len(view.events) else t["extractive_some"].format(n=n)
 
 
 def _publishers(view: DigestView) -> list[tuple[str, int]]:

@@ -1,39 +1,61 @@
 """The extractive writer: deterministic write-ups from the sources' own text.
 
 Pure (no I/O). The extractive writer never states what the sources do not:
-summaries are the sources' first sentences, the connective sentences only
-name the layers, the sources and the figures the sources give. Connective
-text is in the reader's locale (zh or en); text quoted from a source stays
-as written. The write-up values live in ``digest.domain.writeups`` and the
-day's text in ``digest.domain.daytext`` (a filtered view recomposes it too).
+the summary quotes the lead sentence and the sentences that carry results,
+and the composed sentences (zh or en) only name what the item is, the
+project, and the results the sources state, each with its baseline
+(``digest.analyze.figures.results``), every number copied as written. The
+write-up values live in ``digest.domain.writeups`` and the day's text in
+``digest.domain.daytext`` (a filtered view recomposes it too).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from decimal import Decimal
 
-from digest.analyze.figures import Figure, extract_figures
+from digest.analyze.figures import Result, extract_figures, results
 from digest.domain.arxiv import ARXIV_PREFIX_RE
-from digest.domain.daytext import and_list, cut
+from digest.domain.daytext import and_list, cut, short_name
 from digest.domain.layers import BY_ID, LAYER_IDS
 from digest.domain.status import WriteMode
-from digest.domain.writeups import EventInput, EventWriteup, SourceText
+from digest.domain.writeups import BLOG, PAPER, RELEASE, ROUNDUP, EventInput, EventWriteup, SourceText
 
 SUMMARY_CHARS = 600
 EXCERPT_CHARS = 1200  # the body excerpt handed to the writers beside the summary
 PRIMARY_ENOUGH = 160
 WATCH_PER_EVENT = 3
+RESULTS_SHOWN = 3
 
+
+# --- sentences and boilerplate ---------------------------------------------------------------------
 
 _SPLIT = re.compile(r"(?<=[。！？])(?![”’」』）)])|(?<=[。！？][”’」』）)])|(?<=[.!?])\s+(?=\S)")
+_GLUED = re.compile(r"(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])")  # "capabilities.The": a lost space
 _ABBREV = re.compile(
     r"(?:\b(?:e\.g|i\.e|et al|vs|cf|Fig|Figs|Eq|Sec|No|approx|Inc|Ltd|Jr|Dr|Mr|Ms)|\b[A-Z])\.$"
 )
-_TERM = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-_.][A-Za-z0-9]+)*")
-_DOTTED = re.compile(r"[A-Za-z0-9]{2,}\.[A-Za-z0-9]{2,}")
-_GENERIC = {"AI", "ML", "LLM", "LLMS", "GPU", "GPUS", "CPU", "API", "IR", "PR", "RFC", "NEW"}
+_BYLINE = re.compile(r"^(?:[Pp]osted\s+)?[Bb]y\s+[A-Z][\w’'.-]*(?:\s+(?:[A-Z][\w’'.-]*|and|&))*")
+_FOOTER = re.compile(r"\bappeared first on\b|^(?:\[…\]\s*)?(?:read more|continue reading)\b|"
+                     r"^full changelog\b|^\[(?:…|\.\.\.)\]$", re.I)
+_HEADING = re.compile(
+    r"^(?i:(?:introduction|overview|background|motivation|summary|tl;?dr|results|conclusions?|"
+    r"abstract|key takeaways|what'?s new(?: in [\w.]+)?|highlights|changes|fixes|bug fixes|"
+    r"breaking changes|deprecations|new features|features|improvements|future work|challenges|"
+    r"acknowledge?ments|news)[:\s]+)+(?=[A-Z]|\S*[._(]\S)")
+# A few words without punctuation, then a capitalised function word: a heading (or byline)
+# flattened into the sentence it heads ("The problem The SLP vectorizer ...").
+_FLAT_HEADING = re.compile(
+    r"^(?:[\w’'#.+-]+\s+){0,4}?[\w’'#.+-]+\s+(?=(?:The|A|An|This|These|Those|We|Our|In|On|For|It|"
+    r"Its|Each|All|When|With|To|After|Before|Today|Here|Many|Most|Some|One|Two|Three)\s)")
+_CHATTER = re.compile(
+    r"^(?:hello|hi|hey|greetings)\b|^welcome to\b|\bI['’]m [A-Z][\w-]+,? (?:an?|the)\b|\bmy name is\b|"
+    r"\b(?:flew|flight|travell?ed|trip to)\b|\bfeel free to\b|\breach out\b|"
+    r"\bcomments? (?:are|aren['’]t|is|isn['’]t) (?:not )?enabled\b|\bI would like to thank\b|"
+    r"\bspecial thanks\b|\bthanks to (?:everyone|all|my)\b|\bin this (?:blog|post|article)\b",
+    re.I)
+_BASELINE = re.compile(r"\b(?:over|than|compared|versus|vs\.?|from|baseline|relative to)\b", re.I)
+_ENDS = (".", "!", "?", "。", "！", "？", "”", "’", ")", "」", "…", ":")
 
 
 def clean_text(text: str) -> str:
@@ -47,7 +69,7 @@ def clean_text(text: str) -> str:
 def sentences(text: str) -> list[str]:
     """Split prose into sentences (English ``.!?`` and Chinese ``。！？``), abbreviations kept."""
     merged: list[str] = []
-    for piece in (p.strip() for p in _SPLIT.split(text)):
+    for piece in (p.strip() for p in _SPLIT.split(_GLUED.sub(" ", text))):
         if not piece:
             continue
         if merged and _ABBREV.search(merged[-1]):
@@ -57,14 +79,22 @@ def sentences(text: str) -> list[str]:
     return merged
 
 
+def prose(text: str) -> list[str]:
+    """The sentences worth quoting: no bylines, footers, flattened headings or personal chatter."""
+    kept = [p for p in (_unheaded(s) for s in sentences(text)) if p and not _boilerplate(p)]
+    plain = [p for p in kept if not _CHATTER.search(p)]
+    return plain or kept
+
+
 def lead(text: str, limit: int = SUMMARY_CHARS, most: int = 3) -> str:
     """The lead sentence plus the sentences that carry results, in their order, within ``limit``.
 
-    Bylines, "appeared first on" footers and heading words flattened into a
-    sentence are dropped first. Whole sentences only: a first sentence longer
-    than ``limit`` is the one thing ever shortened.
+    Bylines, "appeared first on" footers, heading words flattened into a
+    sentence and personal chatter are dropped first; a sentence that only
+    repeats figures already chosen is skipped. Whole sentences only: a first
+    sentence longer than ``limit`` is the one thing ever shortened.
     """
-    parts = [p for p in (_unheaded(s) for s in sentences(text)) if p and not _boilerplate(p)]
+    parts = prose(text)
     if not parts:
         return ""
     if len(parts[0]) > limit:
@@ -74,17 +104,11 @@ def lead(text: str, limit: int = SUMMARY_CHARS, most: int = 3) -> str:
     for index in ranked:
         if len(chosen) >= most:
             break
+        if _repeats(parts[index], [parts[i] for i in chosen]):
+            continue
         if len(_join([parts[i] for i in sorted([*chosen, index])])) <= limit:
             chosen.append(index)
     return _join([parts[i] for i in sorted(chosen)])
-
-
-_BYLINE = re.compile(r"^(?:posted\s+)?by\s+[A-Z][\w’'.-]*(?:\s+[A-Z][\w’'.-]*)+", re.I)
-_FOOTER = re.compile(r"\bappeared first on\b|^(?:read more|continue reading)\b", re.I)
-_HEADING = re.compile(
-    r"^(?i:(?:introduction|overview|background|motivation|summary|tl;?dr|results|conclusions?|"
-    r"abstract|key takeaways|what'?s new|highlights)[:\s]+)+(?=[A-Z])")
-_BASELINE = re.compile(r"\b(?:over|than|compared|versus|vs\.?|from|baseline|relative to)\b", re.I)
 
 
 def _boilerplate(sentence: str) -> bool:
@@ -96,19 +120,41 @@ def _boilerplate(sentence: str) -> bool:
     return not sentence.endswith(_ENDS) and len(sentence.split()) <= 6
 
 
-_ENDS = (".", "!", "?", "。", "！", "？", "”", "’", ")", "」", "…", ":")
+_BYLINE_PREFIX = re.compile(r"^(?:[Pp]osted\s+)?[Bb]y\s+[A-Z][\w’'.-]+\s+[A-Z][\w’'.-]+\s+(?=[A-Z])")
 
 
 def _unheaded(sentence: str) -> str:
-    """The sentence without a heading word flattened into its start ("Introduction In this post")."""
-    return _HEADING.sub("", sentence, count=1)
+    """The sentence without a heading or byline flattened into its start."""
+    sentence = _BYLINE_PREFIX.sub("", _HEADING.sub("", sentence, count=1), count=1)
+    flat = _FLAT_HEADING.match(sentence)
+    if flat and not re.search(r"[,;:()]", flat.group(0)) and not _starts_clause(flat.group(0)):
+        sentence = sentence[flat.end():]
+    return sentence
+
+
+def _starts_clause(prefix: str) -> bool:
+    """Prose that may be followed by a capitalised word: "Compared to", "According to"."""
+    return re.search(r"\b(?:to|of|by|than|and|or|with|from|the|a|an)\s*$", prefix, re.I) is not None
+
+
+def _figures_of(sentence: str) -> set[str]:
+    return {str(f.value) for f in extract_figures(sentence) if not f.exempt}
+
+
+def _repeats(sentence: str, chosen: Sequence[str]) -> bool:
+    """The sentence states no figure that the chosen ones do not already state."""
+    mine = _figures_of(sentence)
+    return bool(mine) and mine <= set().union(*(_figures_of(c) for c in chosen))
 
 
 def _result_weight(sentence: str) -> int:
     """2 for a figure against a named baseline, 1 for a figure alone, 0 for no figure."""
-    if not any(f.kind in ("ratio", "percent") or f.scaled for f in extract_figures(sentence)):
-        return 0
-    return 2 if _BASELINE.search(sentence) else 1
+    found = results(sentence)
+    if any(r.has_baseline for r in found):
+        return 2
+    if found or any(f.kind in ("ratio", "percent") for f in extract_figures(sentence)):
+        return 2 if _BASELINE.search(sentence) else 1
+    return 0
 
 
 def body_excerpt(body: str, limit: int = EXCERPT_CHARS) -> str:
@@ -170,28 +216,159 @@ def source_names(event: EventInput) -> list[str]:
     return list(dict.fromkeys(s.name.strip() for s in event.sources if s.name.strip()))
 
 
+# --- results in words -------------------------------------------------------------------------------
+
+def event_results(event: EventInput) -> list[Result]:
+    """The results the event's sources state, those with a baseline first, one per value."""
+    found: dict[str, Result] = {}
+    for source in event.sources:
+        for sentence in prose(clean_text(source.summary)):
+            for result in results(sentence):
+                key = f"{result.before}>{result.value}"
+                if key not in found or (result.has_baseline and not found[key].has_baseline):
+                    found[key] = result
+    ordered = list(found.values())
+    return sorted(ordered, key=lambda r: (not r.has_baseline, ordered.index(r)))
+
+
 def key_figures(text: str, locale: str, most: int = 3) -> list[str]:
-    """The first few speedups, percentages and scaled sizes stated in ``text`` (not versions)."""
-    claims = [f for f in extract_figures(text) if f.kind in ("ratio", "percent") or f.scaled]
-    shown = [_show(f, locale) for f in claims]
-    return list(dict.fromkeys(shown))[:most]
+    """The results stated in ``text`` with their baselines, in words (never versions or sizes)."""
+    found = sorted(results(text), key=lambda r: not r.has_baseline)
+    return list(dict.fromkeys(result_text(r, locale) for r in found))[:most]
 
 
-def _show(figure: Figure, locale: str) -> str:
-    """Locale-neutral ``2.52x`` and ``89%``; sizes as written (digits for en if in Chinese)."""
-    if figure.kind in ("ratio", "percent"):
-        return figure.compact
-    if locale == "zh" or figure.raw.isascii() or not isinstance(figure.value, Decimal):
-        return figure.raw
-    return f"{figure.value:,f}"
+_UNIT_ZH = {"minute": "分钟", "min": "分钟", "second": "秒", "sec": "秒", "hour": "小时", "hr": "小时",
+            "day": "天", "ms": "毫秒", "millisecond": "毫秒", "µs": "微秒", "us": "微秒",
+            "microsecond": "微秒", "ns": "纳秒"}
+_METRIC_ZH = {"cold start": "冷启动", "cold-start time": "冷启动时间", "autotuning time": "自动调优时间",
+              "tuning time": "调优时间", "compile time": "编译时间", "compilation time": "编译时间",
+              "engine start-up": "引擎启动时间", "start-up time": "启动时间", "throughput": "吞吐",
+              "throughput per user": "单用户吞吐", "latency": "延迟", "end-to-end latency": "端到端延迟",
+              "memory": "内存", "code size": "代码体积", "performance": "性能", "MFU": "MFU",
+              "energy efficiency": "能效", "pipeline bubbles": "流水线气泡",
+              "exposed communication time": "暴露的通信时间", "mean absolute error": "平均绝对误差",
+              "mean squared error": "均方误差", "median commit latency": "提交延迟中位数",
+              "memory held by captured graphs": "captured graph 占用的内存",
+              "Tuning every kernel": "调优全部内核的时间"}
+_ADJ_ZH = {"faster": "快", "slower": "慢", "fewer": "少", "less": "少", "more": "多", "higher": "高",
+           "lower": "低", "smaller": "小", "larger": "大", "better": "好", "cheaper": "便宜"}
+_QUAL_ZH = {"up to": "最高", "as much as": "最高", "on average": "平均", "nearly": "接近", "about": "约",
+            "over": "超过"}
+_NOUN_ZH = [("geomean", "几何平均"), ("geometric-mean", "几何平均"), ("mean", "平均"), ("average", "平均"),
+            ("end-to-end", "端到端"), ("overall", "整体")]
+
+
+def result_text(r: Result, locale: str) -> str:
+    """One result in ``locale``: every figure as the source wrote it, with its baseline."""
+    return _result_zh(r) if locale == "zh" else _result_en(r)
+
+
+def _zh_value(value: str) -> str:
+    """``1.8x`` -> ``1.8 倍``; ``23 minutes`` -> ``23 分钟``; percentages and TFLOPS as written."""
+    if value.endswith("x") and value[:-1].replace(",", "").replace(".", "").isdigit():
+        return f"{value[:-1]} 倍"
+    if re.fullmatch(r"[\d.,]+-[\d.,]+x", value):  # a range: "1.96-2.86x"
+        low, high = value[:-1].split("-")
+        return f"{low} 至 {high} 倍"
+    number, _, unit = value.partition(" ")
+    base = unit.lower().rstrip("s") if unit.lower() not in ("ms", "us", "ns", "µs") else unit.lower()
+    return f"{number} {_UNIT_ZH[base]}" if base in _UNIT_ZH else value
+
+
+def _zh_metric(metric: str) -> str:
+    zh = _METRIC_ZH.get(metric, metric)
+    return f"{zh} " if zh and zh[-1].isascii() else zh
+
+
+def _pad(text: str) -> str:
+    """A space between a Latin word and the Chinese around it (the seeds' typography)."""
+    text = re.sub(r"(?<=[\u4e00-\u9fff])(?=[A-Za-z0-9])", " ", text)
+    text = re.sub(r"(?<=[A-Za-z0-9%)])(?=[\u4e00-\u9fff])", " ", text)
+    return re.sub(r"(?<=\S) {2,}", " ", text)
+
+
+def _result_zh(r: Result) -> str:
+    q = _QUAL_ZH.get(r.qualifier, "")
+    on = f"在 {r.where} 上" if r.where else ""
+    vs = f"（对比 {r.baseline}）" if r.baseline else ""
+    value = _zh_value(r.value)
+    if r.kind == "change":
+        verb = "降到" if r.direction == "down" else "提高到"
+        where = f"（{r.where}）" if r.where else ""
+        text = f"{_zh_metric(r.metric)}从{_zh_value(r.before)}{verb}{value}{where}{vs}"
+    elif r.kind == "compared":
+        where = f"（{r.where}）" if r.where else ""
+        text = f"{_zh_metric(r.metric)}{value}，对比 {_zh_value(r.before)}{where}"
+    elif r.kind == "ratio":
+        noun = f"{_zh_metric(r.noun)}" if r.noun else ""
+        than = f"比 {r.baseline} " if r.baseline else ""
+        text = f"{on}{noun}{q}{than}{_ADJ_ZH.get(r.adjective, r.adjective)}{value}"
+    elif r.kind == "by":
+        verb = {"down": "降低", "up": "提高", "improve": "改善"}[r.direction or "up"]
+        text = f"{on}{_zh_metric(r.metric)}{q}{verb}{value.replace(' to ', ' 至 ')}{vs}"
+    elif r.kind == "times_of":
+        text = f"{_zh_metric(r.metric)}达到 {r.baseline} 的{value}"
+    elif r.kind == "within":
+        text = f"与 {r.baseline} 的差距在{value}以内"
+    elif r.kind == "gain":
+        lowered = r.noun.lower()
+        mod = next((zh for en, zh in _NOUN_ZH if lowered.startswith(en)), "")
+        verb = "加速" if "speed" in lowered else ("降低" if "reduction" in lowered or "lower" in lowered
+                                                 else "提升")
+        text = f"{on}{mod}{q}{verb}{value}{vs}"
+    else:  # absolute
+        text = f"{on}达到{value}"
+    return _pad(text).strip()
+
+
+def _result_en(r: Result) -> str:
+    q = f"{r.qualifier} " if r.qualifier and r.qualifier != "on average" else ""
+    avg = " on average" if r.qualifier == "on average" else ""
+    on = f" on {r.where}" if r.where else ""
+    vs = f" over {r.baseline}" if r.baseline else ""
+    metric = f"{r.metric} " if r.metric else ""
+    if r.kind == "change":
+        return f"{metric}from {r.before} to {r.value}{f' ({r.where})' if r.where else ''}{vs}"
+    if r.kind == "compared":
+        return f"{metric}{r.value} vs {r.before}{f' ({r.where})' if r.where else ''}"
+    if r.kind == "ratio":
+        noun = f" {r.noun}" if r.noun else ""
+        than = f" than {r.baseline}" if r.baseline else ""
+        return f"{q}{r.value} {r.adjective}{noun}{than}{on}{avg}"
+    if r.kind == "by":
+        verb = {"down": "down", "up": "up", "improve": "improved"}[r.direction or "up"]
+        return f"{metric}{verb} {q}{r.value}{avg}{on}{vs}"
+    if r.kind == "times_of":
+        return f"{r.value} the {r.metric} of {r.baseline}"
+    if r.kind == "within":
+        return f"within {r.value} of {r.baseline}"
+    if r.kind == "gain":
+        return f"{q}{r.value} {r.noun}{avg}{on}{vs}"
+    return f"{r.value}{on}"
+
+
+# --- names -------------------------------------------------------------------------------------------
+
+_TERM = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-_.][A-Za-z0-9]+)*")
+_DOTTED = re.compile(r"[a-z0-9]{2,}\.[a-z_][a-z0-9_]+")  # torch.compile, tl.dot
+_GENERIC = {"AI", "ML", "LLM", "LLMS", "GPU", "GPUS", "CPU", "API", "IR", "PR", "RFC", "NEW", "NP",
+            "SIMD", "DSL", "HPC", "GSOC"}
+_PRESENTED = re.compile(
+    r"\b(?:[Ww]e (?:present|introduce|propose|build|release|describe)|[Oo]ur (?:tool|system|compiler|"
+    r"framework|approach),|[Tt]oday we are (?:sharing|announcing|releasing)|introduc(?:es|ing))\s+"
+    r"(?P<name>[A-Z][\w.-]*[A-Za-z0-9])\b")
+_EXPECT = re.compile(
+    r"\b(?:release candidates? (?:are|is) expected|expected (?:in|by|later|next|soon)|will be released|"
+    r"(?:available|ships?) as an? (?:prototype|preview|beta)|in the nightly builds?|\(beta\)|"
+    r"\(experimental\)|(?:is|are) planned|coming soon)", re.I)
 
 
 def key_terms(title: str, extra: str = "", most: int = WATCH_PER_EVENT) -> list[str]:
-    """Names worth watching: the title's project name, then acronyms and CamelCase terms."""
+    """Names worth watching: the title's short name, then project names (CamelCase, acronyms)."""
     found: list[str] = []
-    head = re.split(r"[:：]", title, maxsplit=1)[0].strip()
-    if head != title.strip() and 0 < len(head) <= 40 and len(head.split()) <= 4:
-        found.append(head)
+    name = short_name(title)
+    if name and len(name) <= 40 and name != title.strip():
+        found.append(name)
     for term in _TERM.findall(f"{title} {extra}"):
         if _distinctive(term) and not any(term.casefold() in f.casefold() for f in found):
             found.append(term)
@@ -199,31 +376,71 @@ def key_terms(title: str, extra: str = "", most: int = WATCH_PER_EVENT) -> list[
 
 
 def _distinctive(term: str) -> bool:
-    """Acronyms (``SASS``), CamelCase (``PyTorch``), or names with digits/dots (``F2Asm``)."""
-    if len(term) < 2 or term.upper() in _GENERIC:
+    """A project or product name: ``SASS``, ``PyTorch``, ``F2Asm``, ``TensorRT-LLM``, ``torch.compile``.
+
+    Not hyphenated words ("Transfer-Learned", "NP-hard", "GSPMD-style") nor two sentences
+    glued at a lost space ("capabilities.The").
+    """
+    if len(term) < 2 or term.upper() in _GENERIC or re.search(r"[a-z]\.[A-Z]", term):
         return False
+    if "." in term:
+        return bool(_DOTTED.fullmatch(term))
+    parts = re.split(r"[-_]", term)
+    if len(parts) > 1:
+        return all(_name_part(p) for p in parts) and any(_camel_or_acronym(p) for p in parts)
+    return _camel_or_acronym(term) or (any(c.isdigit() for c in term) and any(c.isupper() for c in term))
+
+
+def _name_part(part: str) -> bool:
+    """One part of a hyphenated name: ``TensorRT``, ``LLM``, ``R1``, ``3`` (not ``style``, ``Learned``)."""
+    return (part.isupper() and len(part) >= 2) or _camel_or_acronym(part) or any(c.isdigit() for c in part)
+
+
+def _camel_or_acronym(term: str) -> bool:
     upper = sum(c.isupper() for c in term)
     if term.isupper() and term.isalpha():
-        return len(term) >= 3  # SASS, MLIR; not RL, IR
-    return upper >= 2 or (upper >= 1 and not term[0].isupper()) or (
-        any(c.isdigit() for c in term) and any(c.isalpha() for c in term) and upper >= 1
-    ) or bool(_DOTTED.search(term))
+        return len(term) >= 3 and term not in _GENERIC  # SASS, MLIR; not RL, IR
+    return (upper >= 2 and not term.isupper()) or (upper >= 1 and not term[0].isupper())
 
+
+def project_name(event: EventInput) -> str:
+    """The name of the work: the one the text presents ("We present Prism"), else the title's."""
+    primary = event.sources[0] if event.sources else None
+    title = primary.title if primary else event.title
+    kind = primary.item_kind if primary else BLOG
+    if kind in (RELEASE, ROUNDUP):
+        return short_name(title)
+    head = short_name(title)
+    if head and len(head.split()) <= 2:
+        return head
+    for source in event.sources:
+        m = _PRESENTED.search(clean_text(source.summary))
+        if m and len(m.group("name")) >= 3:
+            return m.group("name")
+    return head
+
+
+# --- the write-up -------------------------------------------------------------------------------------
 
 def extractive_event(event: EventInput, locale: str) -> EventWriteup:
-    """An event write-up quoted from its sources, with localised connective text."""
+    """An event write-up: a composed sentence in ``locale``, then the sources' own lead and results."""
     primary = event.sources[0] if event.sources else None
     # An entry's title is already plain text: ``<T>`` in it is text, not a tag to drop.
     title = " ".join(primary.title.split()) if primary and primary.title.strip() else event.title
     quoted = lead(best_summary(event))
-    terms = key_terms(title)
+    found = event_results(event)
+    composed = _composed(event, found, locale)
+    rest = (f"原文摘录：{quoted}" if locale == "zh" else f"From the source: {quoted}") if quoted else (
+        _no_summary(locale))
+    summary = f"{composed}{rest}" if locale == "zh" else f"{composed} {rest}"
     return EventWriteup(
         title=title,
-        summary=quoted or _no_summary(locale),
-        why_it_matters=_why(event, quoted, locale),
-        watch=tuple(terms if len(terms) >= 2 else key_terms(title, quoted)),
+        summary=summary,
+        why_it_matters=_why(event, found, locale),
+        watch=_watch(event, title, found, locale),
         layers=tuple(lid for lid in LAYER_IDS if lid in event.layers),
         mode=WriteMode.EXTRACTIVE,
+        kind=primary.item_kind if primary else "",
     )
 
 
@@ -231,28 +448,194 @@ def _no_summary(locale: str) -> str:
     return "来源未提供摘要。" if locale == "zh" else "The source gives no summary."
 
 
-def _why(event: EventInput, summary: str, locale: str) -> str:
-    """What we can honestly say: layers, sources and the figures the sources state."""
-    labels = layer_labels(event.layers, locale)
-    write = _why_zh if locale == "zh" else _why_en
-    return write(labels, source_names(event), key_figures(summary, locale))
+_PUBLISHER_ZH = {"PyTorch": "PyTorch 官方博客", "NVIDIA": "NVIDIA 技术博客", "LLVM Blog": "LLVM 官方博客"}
 
 
-def _why_zh(labels: list[str], names: list[str], figures: list[str]) -> str:
-    text = f"该工作涉及{'、'.join(labels)}" if labels else "该工作尚未归入具体层级"
-    text += f"；{len(names)} 个来源报道（{'、'.join(names)}）。" if names else "。"
-    if figures:
-        text += f"来源给出的关键数字：{'、'.join(figures)}，结论以原文配置为准。"
-    return text + "本条为抽取式摘要，摘自来源原文，未经模型分析。"
+def _kinds(event: EventInput) -> list[tuple[str, str]]:
+    """(kind, publisher) of each distinct publisher, primary first."""
+    seen: dict[str, str] = {}
+    for source in event.sources:
+        kind = source.item_kind
+        name = "arXiv" if kind == PAPER else source.name.strip()
+        seen.setdefault(name, kind)
+    return [(kind, name) for name, kind in seen.items()]
 
 
-def _why_en(labels: list[str], names: list[str], figures: list[str]) -> str:
-    text = f"Touches {and_list(labels)}" if labels else "Not yet assigned to a layer"
-    if names:
-        noun = "source" if len(names) == 1 else "sources"
-        text += f"; reported by {len(names)} {noun} ({', '.join(names)})."
+def _who_zh(kind: str, name: str) -> str:
+    if kind == PAPER:
+        return "arXiv 论文"
+    if kind == RELEASE:
+        return f"{name} 版本发布"
+    if kind == ROUNDUP:
+        return name
+    if name in _PUBLISHER_ZH:
+        return _PUBLISHER_ZH[name]
+    bare = re.sub(r"(?i)\s*blog$", "", name) or name
+    return f"{bare} 博客"
+
+
+def _who_en(kind: str, name: str) -> str:
+    if kind == PAPER:
+        return "an arXiv paper"
+    if kind == RELEASE:
+        return f"the {name} release notes"
+    if kind == ROUNDUP:
+        return name
+    return f"the {name}" if name.lower().endswith("blog") else f"the {name} blog"
+
+
+def _composed(event: EventInput, found: Sequence[Result], locale: str) -> str:
+    """One or two sentences from facts: what the item is, the project, and its results."""
+    kinds = _kinds(event) or [(BLOG, event.title)]
+    kind, _name = kinds[0]
+    project = project_name(event) or short_name(event.title)
+    shown = [result_text(r, locale) for r in found[:RESULTS_SHOWN]]
+    if locale == "zh":
+        if kind == RELEASE:
+            head = f"{project} 正式发布"
+        elif kind == ROUNDUP:
+            head = f"{project} 汇总了近期社区动态"
+        else:
+            who = "与".join(dict.fromkeys(_who_zh(k, n) for k, n in kinds[:2]))
+            head = f"{who}介绍 {project}"
+        tail = f"：{'；'.join(shown)}" if shown else ""
+        return _pad(f"{head}{tail}。")
+    if kind == RELEASE:
+        head = f"{project} is released"
+    elif kind == ROUNDUP:
+        head = f"{project} rounds up recent community news"
     else:
-        text += "."
-    if figures:
-        text += f" Figures stated by the sources: {', '.join(figures)}; check the original setup."
-    return text + " Extractive write-up: quoted from the sources, not analysed by a model."
+        who = and_list(list(dict.fromkeys(_who_en(k, n) for k, n in kinds[:2])))
+        verb = "present" if len(kinds) > 1 else "presents"
+        head = f"{who[0].upper()}{who[1:]} {verb} {project}"
+    return f"{head}: {'; '.join(shown)}." if shown else f"{head}."
+
+
+_ROLE_ZH = {
+    "runtime": "运行时一侧的开销（启动、图捕获、内存）在推理服务里常与内核本身同样关键",
+    "distributed": "分布式场景下，编译与通信的开销会随 rank 数放大",
+    "frontend": "前端决定模型如何被捕获成图，这里的开销和稳定性用户直接感知",
+    "graph_ir": "图级 IR 上的变换决定融合与调度的边界",
+    "tensor_ir": "张量级 IR 是循环变换与 lowering 所在，这里的变化会传到基于它构建的编译器",
+    "kernel_codegen": "生成内核的质量直接决定算子在目标硬件上的效率",
+    "hardware_backend": "新硬件能否被编译栈用起来取决于后端支持",
+    "optimization": "优化与自动调优决定同一份代码能跑多快，搜索成本本身也计入编译时间",
+    "benchmark": "评测决定了各方拿什么做比较",
+}
+_ROLE_EN = {
+    "runtime": "runtime overheads (start-up, graph capture, memory) often matter as much as the kernels "
+               "in serving",
+    "distributed": "in distributed jobs compile and communication costs grow with the number of ranks",
+    "frontend": "the front end decides how a model is captured, and users feel its cost and stability "
+                "directly",
+    "graph_ir": "graph-level rewrites set the boundaries for fusion and scheduling",
+    "tensor_ir": "the tensor IR is where loops are transformed and lowered, so changes reach the compilers "
+                 "built on it",
+    "kernel_codegen": "the quality of generated kernels decides how fast operators run on the target",
+    "hardware_backend": "whether new hardware is usable from the compiler stack depends on back-end support",
+    "optimization": "optimisation and autotuning decide how fast the same code runs, and search time "
+                    "counts as compile time",
+    "benchmark": "evaluations decide what everyone compares against",
+}
+_ROLE_ORDER = ("kernel_codegen", "tensor_ir", "graph_ir", "runtime", "distributed", "frontend",
+               "optimization", "hardware_backend", "benchmark")
+_ROLE_WORDS = {
+    "runtime": r"CUDA graphs?|serving|start-up|startup|runtime|launch overhead|memory pool",
+    "distributed": r"ranks?|SPMD|collectives?|shard\w*|distributed|all-reduce|pipeline-parallel",
+    "frontend": r"Dynamo|tracing|graph capture|front end|frontend|torch\.compile",
+    "graph_ir": r"fusion|StableHLO|FX graph|Relax|graph-level",
+    "tensor_ir": r"MLIR|affine|linalg|loop nests?|lowering|polyhedral|sparse_tensor|bufferi[sz]\w*|TensorIR",
+    "kernel_codegen": r"kernels?|codegen|code generation|PTX|SASS|GEMMs?|vectori[sz]\w*|Triton",
+    "hardware_backend": r"PIM|FPGA|TPU|back end|backend|H100|B200|Blackwell|AArch64|RISC-V",
+    "optimization": r"autotun\w*|cost models?|search|PGO|profile-guided|schedul\w*",
+    "benchmark": r"benchmark\w*|evaluation",
+}
+
+
+def _role(event: EventInput) -> str:
+    """The layer this event is most about: its layer whose words its title (x3) and summary use most."""
+    primary = event.sources[0] if event.sources else None
+    title = primary.title if primary else event.title
+    summary = clean_text(primary.summary) if primary else ""
+
+    def hits(lid: str) -> int:
+        words = re.compile(rf"\b(?:{_ROLE_WORDS[lid]})\b", re.I)
+        return 3 * len(words.findall(title)) + len(words.findall(summary))
+
+    layers = [lid for lid in _ROLE_ORDER if lid in event.layers]
+    return max(layers, key=lambda lid: (hits(lid), -layers.index(lid))) if layers else ""
+
+
+def _why(event: EventInput, found: Sequence[Result], locale: str) -> str:
+    """Why it matters, from facts: the layer's stake, how the figures stand, who reports it."""
+    kinds = _kinds(event)
+    kind = kinds[0][0] if kinds else BLOG
+    role = "" if kind == ROUNDUP else _role(event)
+    baselines = list(dict.fromkeys(r.baseline for r in found if r.baseline))[:2]
+    before_after = any(r.before for r in found)
+    if locale == "zh":
+        text = f"{_ROLE_ZH[role]}。" if role else ("" if kind == ROUNDUP else "这一条尚未归入具体层级。")
+        if kind == RELEASE:
+            text += "这是正式版本，下游可以据此升级；版本说明中的变更与修复值得逐条核对。"
+        elif kind == ROUNDUP:
+            text += "周报只给出线索，细节需看各条链接的原始讨论。"
+        elif baselines:
+            text += f"数字为来源自报，对比对象是 {'、'.join(baselines)}，复现前应核对原文配置。"
+        elif before_after:
+            text += "数字为来源自报的前后对比，复现前应核对原文配置。"
+        elif found:
+            text += "来源给出了数字，但没有说明对比基线，解读需谨慎。"
+        else:
+            text += "来源没有给出量化结果。"
+        if len(kinds) > 1:
+            text += f"{'与'.join(_who_zh(k, n) for k, n in kinds[:2])}同时报道了这项工作。"
+        return _pad(text)
+    text = f"{_ROLE_EN[role][0].upper()}{_ROLE_EN[role][1:]}." if role else (
+        "" if kind == ROUNDUP else "Not yet assigned to a layer.")
+    if kind == RELEASE:
+        text += " This is a release downstream projects can move to; check its changes and fixes."
+    elif kind == ROUNDUP:
+        text += " A newsletter gives leads; the details are in the linked discussions."
+    elif baselines:
+        text += (f" The figures are the sources' own, measured against {and_list(baselines)}; "
+                 "check the original setup before relying on them.")
+    elif before_after:
+        text += " The figures are the sources' own before-and-after numbers; check the original setup."
+    elif found:
+        text += " The sources give figures but no baseline; read them with care."
+    else:
+        text += " The sources give no quantitative result."
+    if len(kinds) > 1:
+        text += f" Reported by {and_list([_who_en(k, n) for k, n in kinds[:2]])} alike."
+    return text.strip()
+
+
+def _watch(event: EventInput, title: str, found: Sequence[Result], locale: str) -> tuple[str, ...]:
+    """Project names, the main claim to verify, and a release to expect."""
+    name = project_name(event) or short_name(title)
+    items = [name] if name else []
+    claim = next((r for r in found if r.has_baseline), None)
+    if claim is not None:
+        said = result_text(claim, locale)
+        items.append(_pad(f"待验证：{name} {said}") if locale == "zh" else f"To verify: {name} {said}")
+    expected = next((s for src in event.sources for s in prose(clean_text(src.summary))
+                     if _EXPECT.search(s)), None)
+    if expected is not None:
+        items.append(_expected(expected, name, locale))
+    items += [t for t in key_terms(title) if t.casefold() not in name.casefold()][:1]
+    return tuple(dict.fromkeys(items))[: WATCH_PER_EVENT + 1]
+
+
+_VERSIONED = re.compile(r"\b[A-Z][\w-]*\s\d+(?:\.(?:\d+|x))+\b")
+_STAGE = re.compile(r"\b(prototype|preview|beta|experimental|nightly)\b", re.I)
+
+
+def _expected(sentence: str, name: str, locale: str) -> str:
+    """A release to expect, from a sentence that announces one ("release candidates are expected")."""
+    version = _VERSIONED.search(sentence)
+    if version and re.search(r"release candidate", sentence, re.I):
+        what = version.group(0)
+        return f"后续：{what} 的 release candidate" if locale == "zh" else f"Next: {what} release candidates"
+    stage = _STAGE.search(sentence)
+    word = stage.group(1).lower() if stage else "preview"
+    return _pad(f"后续：{name} 从 {word} 转为正式功能") if locale == "zh" else f"Next: {name} beyond {word}"
