@@ -477,7 +477,8 @@ async def test_three_runs_on_a_fresh_database_fetch_build_and_publish_once(tmp_p
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE) for _ in range(3)]
     results = [await _finish(proc) for proc in procs]
     assert [code for code, _, _ in results] == [0, 0, 0], [err for _, _, err in results]
-    waits = re.compile(r"digest: waiting for another (fetch|build of \d{4}-\d\d-\d\d) \.\.\.")
+    waits = re.compile(r"digest: waiting for another (fetch|(build|publish) of \d{4}-\d\d-\d\d) \.\.\."
+                       r"|fetched \d+ sources in [\d.]+ s: .*")  # the progress summary on a pipe
     assert all(waits.fullmatch(line) for _, _, err in results for line in err.splitlines()), results
     assert _verbs([_build_line(out) for _, out, _ in results]) == ["already", "already", "built"]
     db = sqlite3.connect(tmp_path / "locks.db")

@@ -6,6 +6,7 @@ Each case runs the real ``python -m digest`` in a private folder.
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -60,6 +61,16 @@ def _score_weights_nan(tmp: Path) -> subprocess.CompletedProcess[str]:
     return _digest(tmp, "build", DIGEST_SCORE_WEIGHTS='{"authority": NaN}')
 
 
+def _table_gone(tmp: Path) -> subprocess.CompletedProcess[str]:
+    """A database someone damaged by hand (a table dropped after migrating)."""
+    assert _digest(tmp, "db", "upgrade").returncode == 0
+    db = sqlite3.connect(tmp / "one.db")
+    db.execute("DROP TABLE subscriber")
+    db.commit()
+    db.close()
+    return _digest(tmp, "subscribers", "list")
+
+
 CASES: dict[str, tuple[Callable[[Path], subprocess.CompletedProcess[str]], str]] = {
     "samples --out onto a file": (_samples_onto_a_file, "cannot write the samples"),
     "non-UTF-8 sources.toml": (_non_utf8_sources, "not UTF-8"),
@@ -67,6 +78,8 @@ CASES: dict[str, tuple[Callable[[Path], subprocess.CompletedProcess[str]], str]]
     "digest.toml bad value": (_toml_bad_value, "digest.toml: max_events"),
     "unusable DIGEST_VAR_DIR": (_unusable_var_dir, "DIGEST_VAR_DIR"),
     "NaN score weight": (_score_weights_nan, "DIGEST_SCORE_WEIGHTS"),
+    "a table dropped by hand": (_table_gone,
+                                "database: (sqlite3.OperationalError) no such table: subscriber"),
 }
 
 

@@ -1,9 +1,15 @@
-"""The ingestion commands: ``db``, ``fetch``, ``sources``, ``samples``."""
+"""The ingestion commands: ``db``, ``fetch``, ``samples`` (and ``sources check``'s fetch).
+
+Progress of a fetch goes to stderr: on a terminal one line per source as it
+ends; on a pipe or a file one summary line once every source has ended.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
+from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
 from pathlib import Path
@@ -11,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from digest import bootstrap
 from digest.cli.output import format_table, print_json, tell_wait
-from digest.ingest.sources import SourceSpec
 
 if TYPE_CHECKING:
     from digest.config import Settings
@@ -24,7 +29,7 @@ OFFLINE_HINT = (
 
 
 def add_commands(sub: Any) -> None:
-    """Register ``db``, ``fetch``, ``sources`` and ``samples`` on the CLI."""
+    """Register ``db``, ``fetch`` and ``samples`` on the CLI (``sources``: digest.cli.sources)."""
     db = sub.add_parser("db", help="database maintenance")
     db_sub = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
     db_sub.add_parser("upgrade", help="apply migrations up to head").set_defaults(handler=db_upgrade)
@@ -33,15 +38,6 @@ def add_commands(sub: Any) -> None:
     fetch.add_argument("--json", action="store_true", help="print a JSON array, one object per source")
     fetch.add_argument("--force", action="store_true", help="fetch sources that are not due yet too")
     fetch.set_defaults(handler=fetch_cmd)
-
-    sources = sub.add_parser("sources", help="the configured sources")
-    src_sub = sources.add_subparsers(dest="sources_command", required=True, metavar="ACTION")
-    src_list = src_sub.add_parser("list", help="each source, its last outcome and failure run")
-    src_list.add_argument("--json", action="store_true", help="print a JSON array")
-    src_list.set_defaults(handler=sources_list)
-    src_check = src_sub.add_parser("check", help="fetch each source once; store nothing")
-    src_check.add_argument("--json", action="store_true", help="print a JSON array")
-    src_check.set_defaults(handler=sources_check)
 
     samples_cmd = sub.add_parser("samples", help="write the bundled offline sample feeds")
     samples_cmd.add_argument("--out", default="var/samples", help="folder to write (default var/samples)")
@@ -57,18 +53,35 @@ async def db_upgrade(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def fetch_progress(total: int) -> Callable[[FetchResult], None]:
-    """One line per source on stderr as it ends, when stderr is a terminal."""
-    done = 0
-    tty = sys.stderr.isatty()
+    """The progress of a fetch of ``total`` sources on stderr (see the module's docstring)."""
+    return FetchProgress(total, sys.stderr.isatty())
 
-    def report(result: FetchResult) -> None:
-        nonlocal done
-        done += 1
-        if tty:
+
+class FetchProgress:
+    """Called with each source's result as it ends: a line per source (``lines``), a summary at the end."""
+
+    def __init__(self, total: int, lines: bool) -> None:
+        self.total, self.lines = total, lines
+        self.results: list[FetchResult] = []
+        self.started = time.monotonic()
+
+    def __call__(self, result: FetchResult) -> None:
+        self.results.append(result)
+        if self.lines:
             detail = result.error or f"{result.entries_new} new, {result.entries_total} entries"
-            print(f"[{done}/{total}] {result.source}: {result.status} ({detail})", file=sys.stderr)
+            print(f"[{len(self.results)}/{self.total}] {result.source}: {result.status} "
+                  f"({detail[:100]}, {result.seconds:.1f} s)", file=sys.stderr, flush=True)
+        if len(self.results) == self.total:
+            print(self.summary(time.monotonic() - self.started), file=sys.stderr, flush=True)
 
-    return report
+    def summary(self, seconds: float) -> str:
+        """``fetched 3 sources in 1.2 s: 2 ok, 1 error; 5 new entries, 0 updated``."""
+        counts = Counter(str(r.status) for r in self.results)
+        statuses = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+        new = sum(r.entries_new for r in self.results)
+        updated = sum(r.entries_updated for r in self.results)
+        return (f"fetched {len(self.results)} sources in {seconds:.1f} s: {statuses or 'none'}; "
+                f"{new} new entries, {updated} updated")
 
 
 def _results_table(results: list[FetchResult]) -> str:
@@ -145,43 +158,6 @@ async def fetch_cmd(settings: Settings, args: argparse.Namespace) -> int:
 async def sources_check(settings: Settings, args: argparse.Namespace) -> int:
     """``digest sources check``: fetch and report, store nothing."""
     return _report(await _fetch(settings, store=False), args.json)
-
-
-async def sources_list(settings: Settings, args: argparse.Namespace) -> int:
-    """``digest sources list``: the configured sources and their last outcome."""
-    from digest.ingest.pipeline import source_states, sync_sources
-
-    specs = bootstrap.sources(settings)
-    async with bootstrap.database(settings) as sessions:
-        async with sessions.begin() as session:
-            await sync_sources(session, specs)
-        states = {state.key: state for state in await source_states(sessions)}
-    rows = [_source_row(spec, states.get(spec.key)) for spec in specs]
-    if args.json:
-        print_json(rows)
-    else:
-        headers = ("source", "kind", "weight", "enabled", "last fetch", "outcome", "failures",
-                   "entries", "error")
-        print(format_table(headers, [tuple(r.values())[:9] for r in rows], right=(2, 6, 7)))
-    return 0
-
-
-def _source_row(spec: SourceSpec, state: object) -> dict[str, object]:
-    last = getattr(state, "last_fetched_at", None)
-    return {
-        "key": spec.key,
-        "kind": spec.kind,
-        "weight": spec.weight,
-        "enabled": spec.enabled,
-        "last_fetched_at": last.isoformat(timespec="seconds") if last else None,
-        "last_status": getattr(state, "last_status", None),
-        "consecutive_failures": getattr(state, "consecutive_failures", 0),
-        "entries": getattr(state, "entries", 0),
-        "last_error": (getattr(state, "last_error", None) or "")[:60] or None,
-        "name": spec.name,
-        "url": spec.url,
-        "last_http_status": getattr(state, "last_http_status", None),
-    }
 
 
 async def samples(settings: Settings, args: argparse.Namespace) -> int:

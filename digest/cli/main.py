@@ -19,7 +19,20 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from digest import __version__
-from digest.cli import bots, delete, digests, ingest, publish, report, run, status, subscribers, web
+from digest.cli import (
+    bots,
+    delete,
+    digests,
+    ingest,
+    mail,
+    publish,
+    report,
+    run,
+    sources,
+    status,
+    subscribers,
+    web,
+)
 from digest.domain.errors import DigestError, UsageError
 
 if TYPE_CHECKING:
@@ -27,7 +40,7 @@ if TYPE_CHECKING:
 
 Handler = Callable[["Settings", argparse.Namespace], Coroutine[Any, Any, int]]
 # the order of `digest --help`
-GROUPS = (ingest, run, report, digests, delete, publish, subscribers, web, bots, status)
+GROUPS = (ingest, sources, run, report, digests, delete, publish, mail, subscribers, web, bots, status)
 DESCRIPTION = "compiler-digest: fetch compiler news, build the daily digest, publish and serve it."
 EPILOG = ("exit codes: 0 success, 1 failure (one line on stderr), 2 bad usage, 130 interrupted. "
           "Run 'digest COMMAND --help' for a command's options.")
@@ -109,3 +122,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
+    except Exception as exc:
+        if not _is_database_error(exc):
+            raise  # a bug: the traceback is what a report needs
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        print(f"digest: error: database: {first[:300]}", file=sys.stderr)
+        return 1
+
+
+def _is_database_error(exc: BaseException) -> bool:
+    """An error from the database or the way to it (SQLAlchemy, the driver, a refused connection).
+
+    Checked by module name so that ``digest --help`` never imports SQLAlchemy.
+    """
+    module = type(exc).__module__
+    return (module.split(".")[0] in {"sqlalchemy", "asyncpg", "sqlite3", "aiosqlite"}
+            or isinstance(exc, ConnectionError | TimeoutError))

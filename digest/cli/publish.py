@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, nullcontext
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from digest import bootstrap
@@ -84,12 +85,18 @@ async def runner(settings: Settings, options: PublishOptions) -> AsyncIterator[R
         yield run
 
 
-def print_report(report: PublishReport, as_json: bool, now: dt.datetime | None = None) -> None:
-    """The run report: a table per channel (and notes), or JSON; ``now`` dates a far ``held_until``."""
+def print_report(report: PublishReport, as_json: bool, now: dt.datetime | None = None,
+                 check_copy_where: str | None = None) -> None:
+    """The run report: a table per channel (and notes), or JSON; ``now`` dates a far ``held_until``.
+
+    ``check_copy_where``: where the ``--to`` copy went (the .eml path, or the SMTP server).
+    """
     if sys.stderr.isatty():
         print(file=sys.stderr)
     if as_json:
         print_json(report.as_json())
+        if report.check_copy and check_copy_where:
+            print(f"check copy to {report.check_copy} {check_copy_where}", file=sys.stderr)
         return
     rows = [(name, *(getattr(t, c) for c in COLUMNS)) for name, t in sorted(report.channels.items())]
     total = report.total()
@@ -104,7 +111,7 @@ def print_report(report: PublishReport, as_json: bool, now: dt.datetime | None =
         print(f"{total.resent} message(s) resent after a crash: they may have arrived twice "
               "(same Message-ID)")
     if report.check_copy:
-        print(f"check copy sent to {report.check_copy}")
+        print(f"check copy to {report.check_copy} {check_copy_where or 'sent'}")
     if report.dry_run:
         print(f"dry run: {total.rendered} message(s) rendered, nothing written or sent")
 
@@ -175,6 +182,7 @@ async def _publish(settings: Settings, date: dt.date, options: PublishOptions, a
 
     lock = nullcontext() if options.dry_run else bootstrap.run_lock(settings, publish_lock(date),
                                                                      on_wait=tell_wait)
+    before = _check_copies(settings, date)
     async with lock, runner(settings, options) as run:  # a second publish of the date waits
         try:
             await run.publish(date, settings.locales[0])
@@ -182,8 +190,26 @@ async def _publish(settings: Settings, date: dt.date, options: PublishOptions, a
             if run.report.date is not None:
                 print_report(run.report, as_json, bootstrap.clock(settings)())
             raise
-    print_report(run.report, as_json, bootstrap.clock(settings)())
+    where = _check_copy_where(settings, date, before) if run.report.check_copy else None
+    print_report(run.report, as_json, bootstrap.clock(settings)(), where)
     return 1 if run.report.total().failed_bug else 0
+
+
+def _check_copies(settings: Settings, date: dt.date) -> set[Path]:
+    """The check copies of ``date`` in the file outbox (named by their Message-ID ``digest-D-check-*``)."""
+    if settings.smtp_host or not settings.mail_outbox.is_dir():
+        return set()
+    return set(settings.mail_outbox.glob(f"digest-{date.isoformat()}-check-*.eml"))
+
+
+def _check_copy_where(settings: Settings, date: dt.date, before: set[Path]) -> str:
+    """``via smtp HOST:PORT``, or ``written to PATH`` (the one new check copy in the outbox)."""
+    from digest.cli.mail import destination
+
+    if settings.smtp_host:
+        return f"sent via {destination(settings)}"
+    new = sorted(_check_copies(settings, date) - before)
+    return f"written to {new[0]}" if len(new) == 1 else f"written to {settings.mail_outbox}"
 
 
 async def worker_cmd(settings: Settings, args: argparse.Namespace) -> int:

@@ -30,6 +30,9 @@ Semantics:
   mixed with real entries, the error entries are dropped with a warning.
 - One source failing (network, HTTP status, not a feed, even a bug) never stops
   the others: each ends as a :class:`FetchResult`.
+- ``seconds`` is the source's own time: on the wire (fetch.py's Stopwatch, from
+  the moment its per-host slot is free), parsing, and storing once the write lock
+  is held; waiting for a slot, the lock or the retry's backoff is not counted.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ from digest.domain.errors import NotAFeedError, SourceError
 from digest.domain.status import FetchStatus
 from digest.ingest import due
 from digest.ingest import store as storage
-from digest.ingest.fetch import Download, Fetcher, FetchOptions, Validators
+from digest.ingest.fetch import Download, Fetcher, FetchOptions, Stopwatch, Validators
 from digest.ingest.jsonfeed import parse_json_feed
 from digest.ingest.normalize import (
     NormalizedFeed,
@@ -143,9 +146,10 @@ class _Run:
 
     def __init__(self, sessions: SessionFactory, fetcher: Fetcher, options: FetchOptions,
                  snapshots: dict[str, SourceSnapshot], now: dt.datetime, store: bool,
-                 force: bool = False) -> None:
+                 force: bool = False, timer: Callable[[], float] = time.perf_counter) -> None:
         self.sessions, self.fetcher, self.options = sessions, fetcher, options
         self.snapshots, self.now, self.store, self.force = snapshots, now, store, force
+        self.timer = timer
         self.slots = asyncio.Semaphore(options.concurrency)
         self.write_lock = asyncio.Lock()
         self.deferred: list[tuple[SourceSnapshot, FetchResult, Download | None]] = []
@@ -167,9 +171,9 @@ class _Run:
 
     async def _fetched(self, spec: SourceSpec) -> FetchResult:
         async with self.slots:
-            started = time.perf_counter()
-            result, download = await self._guarded(spec, started)
-            result.seconds = time.perf_counter() - started
+            watch = Stopwatch(self.timer)
+            result, download = await self._guarded(spec, watch)
+            result.seconds = watch.seconds
             if len(result.warnings) > MAX_WARNINGS:
                 extra = len(result.warnings) - MAX_WARNINGS
                 result.warnings = [*result.warnings[:MAX_WARNINGS], f"... and {extra} more"]
@@ -180,10 +184,10 @@ class _Run:
             return result
 
     async def _guarded(
-        self, spec: SourceSpec, started: float
+        self, spec: SourceSpec, watch: Stopwatch
     ) -> tuple[FetchResult, Download | None]:
         try:
-            return await self._fetch_and_store(spec, started)
+            return await self._fetch_and_store(spec, watch)
         except SourceError as exc:
             http_status = getattr(exc, "http_status", None)
             return FetchResult(spec.key, FetchStatus.ERROR, http_status, error=exc.reason), None
@@ -196,42 +200,46 @@ class _Run:
             reason = f"internal error: {type(exc).__name__}: {_line(exc)}"
             return FetchResult(spec.key, FetchStatus.ERROR, None, error=reason), None
 
-    async def _fetch_and_store(self, spec: SourceSpec, started: float) -> tuple[
+    async def _fetch_and_store(self, spec: SourceSpec, watch: Stopwatch) -> tuple[
         FetchResult, Download
     ]:
         known = self.snapshots.get(spec.key) if self.store else None
         validators = Validators(known.etag, known.last_modified) if known else Validators()
-        download = await self.fetcher.fetch(spec, validators)
+        download = await self.fetcher.fetch(spec, validators, watch)
         size = len(download.body or b"")
         result = FetchResult(spec.key, FetchStatus.OK, download.http_status, bytes=size)
         if download.body is None or (known and known.body_hash == download.body_hash):
             result.status = FetchStatus.NOT_MODIFIED
             return result, download
         try:
-            feed, result.warnings = await asyncio.to_thread(
-                parse_document, download.body, spec, download, self.now
-            )
+            with watch.running():
+                feed, result.warnings = await asyncio.to_thread(
+                    parse_document, download.body, spec, download, self.now
+                )
         except SourceError as exc:  # not a feed: keep the HTTP status and size in the result
             result.status, result.error = FetchStatus.ERROR, exc.reason
             return result, download
         result.entries_total = feed.total
         if self.store:
-            await self._store(spec, result, feed, download, started)
+            await self._store(spec, result, feed, download, watch)
         else:
-            await self._count(spec, result, feed)
+            with watch.running():
+                await self._count(spec, result, feed)
         return result, download
 
     async def _store(self, spec: SourceSpec, result: FetchResult, feed: NormalizedFeed,
-                     download: Download, started: float) -> None:
+                     download: Download, watch: Stopwatch) -> None:
         """Entries, outcome, body hash and due time of one source in one transaction."""
         known = self.snapshots[spec.key]  # every spec was synced before a storing run
-        async with self.write_lock, self.sessions() as session:
-            counts = await storage.write_entries(session, known.id, feed.entries, self.now)
-            result.entries_new, result.entries_updated = counts
-            result.seconds = time.perf_counter() - started
-            outcome = self._outcome(known.id, result, download, feed.interval)
-            await storage.record_outcomes(session, [outcome], self.now)
-            await session.commit()
+        async with self.write_lock:
+            with watch.running():
+                async with self.sessions() as session:
+                    counts = await storage.write_entries(session, known.id, feed.entries, self.now)
+                    result.entries_new, result.entries_updated = counts
+                    result.seconds = watch.elapsed()  # stored with the outcome
+                    outcome = self._outcome(known.id, result, download, feed.interval)
+                    await storage.record_outcomes(session, [outcome], self.now)
+                    await session.commit()
 
     async def _count(self, spec: SourceSpec, result: FetchResult, feed: NormalizedFeed) -> None:
         """How many entries a storing run would add or update (check mode: read only)."""
@@ -301,16 +309,18 @@ async def fetch_sources(
     progress: Callable[[FetchResult], None] | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
     force: bool = False,
+    timer: Callable[[], float] = time.perf_counter,
 ) -> list[FetchResult]:
     """Fetch every enabled spec; one result per enabled spec, in spec order.
 
     A source whose stored ``next_fetch_at`` is after ``now`` is ``not_due``: no request,
-    nothing written; ``force`` fetches it anyway.
+    nothing written; ``force`` fetches it anyway. ``timer`` (a monotonic clock) measures
+    each result's ``seconds``.
     """
     snapshots = await _prepare(sessions, specs, store)  # disabled ones too: their flag is shown
     enabled = [spec for spec in specs if spec.enabled]
     async with Fetcher(options, transport) as fetcher:
-        run = _Run(sessions, fetcher, options, snapshots, now, store, force)
+        run = _Run(sessions, fetcher, options, snapshots, now, store, force, timer)
 
         async def one(spec: SourceSpec) -> FetchResult:
             result = await run.source(spec)
