@@ -12,11 +12,18 @@ administrator) costs the platform a request, so it is asked lazily through
 ``can_manage`` and only by the commands and buttons that change something.
 Button actions carry their whole state (``L:4`` toggles layer 4), so no
 keyboard state is kept anywhere.
+
+A chat whose stored filter no longer reads (a layer id that is gone, garbage
+in the row) is answered ``filter_broken`` wherever the filter is used
+(/settings, /digest, the settings buttons); the commands that do not use it
+still work, and /subscribe with layers or a layer toggle writes a good one.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -40,6 +47,7 @@ from digest.subscribe.subscriptions import (
     unsubscribe,
 )
 
+log = logging.getLogger(__name__)
 Permission = Callable[[], Awaitable[bool]]
 MIN_SCORES = (0, 30, 50, 70)
 MAX_DAYS = 30
@@ -96,6 +104,12 @@ class Request:
     locale: str
     sub: SubscriberView | None
     can_manage: Permission
+    broken: bool = False  # the chat's stored filter no longer reads (see ``readable``)
+
+    @property
+    def unreadable(self) -> bool:
+        """The chat's filter is in force (an active row, or one that cannot be read) and does not read."""
+        return self.broken and (self.sub is None or self.sub.status == SubscriberStatus.ACTIVE)
 
 
 @dataclass
@@ -119,6 +133,17 @@ def say(locale: str, key: str, **fields: object) -> Reply:
 def refuse(locale: str, key: str, **fields: object) -> Reply:
     """A one-line error reply from the text catalogue (bad input, no permission, nothing found)."""
     return Reply(lines=(plain(TEXTS[locale][key].format(**fields)),), error=True)
+
+
+def readable(sub: SubscriberView) -> bool:
+    """Whether a stored filter still reads: a known layer at least and a score in 0..100.
+
+    Validation never stores an empty filter, so an empty ``layers`` in the view is a row whose
+    ids are all gone (the view drops unknown ids) or were never a list of ids at all.
+    """
+    score = sub.min_score
+    return (bool(sub.layers) and isinstance(score, int | float) and math.isfinite(score)
+            and 0 <= score <= 100)
 
 
 # -- argument parsing (pure) --------------------------------------------------
@@ -201,13 +226,13 @@ class Commands:
 
     async def run(self, chat: Chat, name: str, args: Sequence[str], can_manage: Permission) -> Reply:
         """Answer one command (an unknown name gets the help)."""
-        sub = await self._subscriber(chat)
+        sub, broken = await self._subscriber(chat)
         locale = sub.locale if sub is not None else locale_from(chat.user_locale)
         handler = getattr(self, f"_cmd_{name}", None) if name in self.NAMES else None
         try:
             if handler is None:
                 return self.help(locale)
-            reply: Reply = await handler(Request(chat, list(args), locale, sub, can_manage))
+            reply: Reply = await handler(Request(chat, list(args), locale, sub, can_manage, broken))
             return reply
         except ArgError as exc:
             return refuse(locale, exc.key, **exc.fields)
@@ -220,9 +245,21 @@ class Commands:
             page = await list_digests(session, "en", per_page=100)
         return [d for d in (item.date.isoformat() for item in page.items) if d.startswith(prefix)][:limit]
 
-    async def _subscriber(self, chat: Chat) -> SubscriberView | None:
-        async with self.sessions() as session:
-            return await find_by_address(session, chat.channel, chat.address)
+    async def _subscriber(self, chat: Chat) -> tuple[SubscriberView | None, bool]:
+        """The chat's subscriber (None when there is none or its row cannot be read) and whether its
+        stored filter no longer reads."""
+        try:
+            async with self.sessions() as session:
+                sub = await find_by_address(session, chat.channel, chat.address)
+        except (TypeError, ValueError) as exc:  # a stored value the core's view cannot even hold
+            log.warning("%s chat: its subscriber row does not read (%s); answering filter_broken",
+                        chat.channel, type(exc).__name__)
+            return None, True
+        if sub is not None and not readable(sub):
+            log.warning("%s subscriber %d: its stored filter does not read; answering filter_broken",
+                        chat.channel, sub.id)
+            return sub, True
+        return sub, False
 
     # help and layers
 
@@ -253,6 +290,8 @@ class Commands:
         layers, minimum = parse_subscribe(req.args)
         if not await req.can_manage():
             return refuse(req.locale, "admins_only")
+        if req.broken and layers is None:  # keeping the stored layers would keep what does not read
+            return refuse(req.locale, "filter_broken")
         async with self.sessions.begin() as session:
             view, _ = await subscribe(
                 session, req.chat.channel, req.chat.address, layers=layers, min_score=minimum,
@@ -263,6 +302,8 @@ class Commands:
         return self.layer_keyboard(view, text["subscribed"] + " " + text["choose"])
 
     async def _cmd_unsubscribe(self, req: Request) -> Reply:
+        if req.sub is None and req.broken:
+            return refuse(req.locale, "filter_broken")
         if req.sub is None or req.sub.status != SubscriberStatus.ACTIVE:
             return say(req.locale, "not_subscribed")
         if not await req.can_manage():
@@ -272,6 +313,8 @@ class Commands:
         return say(req.locale, "unsubscribed")
 
     async def _cmd_settings(self, req: Request) -> Reply:
+        if req.unreadable:
+            return refuse(req.locale, "filter_broken")
         if req.sub is None or req.sub.status != SubscriberStatus.ACTIVE:
             return say(req.locale, "not_subscribed")
         return self.settings_reply(req.sub, TEXTS[req.locale]["settings_title"])
@@ -302,13 +345,16 @@ class Commands:
 
     async def press(self, chat: Chat, action: str, can_manage: Permission) -> Reply:
         """Answer a button press; every button changes the subscription, so only a manager may."""
-        sub = await self._subscriber(chat)
+        sub, broken = await self._subscriber(chat)
         locale = sub.locale if sub is not None else locale_from(chat.user_locale)
         if not await can_manage():
             return Reply(notice=TEXTS[locale]["admins_only"], alert=True)
+        kind, _, arg = action.partition(":")
+        repairs = kind == "L" and arg != "done"  # a layer toggle writes a whole new, valid filter
+        if broken and (sub is None or not repairs):
+            return Reply(notice=TEXTS[locale]["filter_broken"], alert=True)
         if sub is None or sub.status != SubscriberStatus.ACTIVE:
             return Reply(notice=TEXTS[locale]["not_subscribed"], alert=True)
-        kind, _, arg = action.partition(":")
         if kind == "L":
             return await self._press_layer(sub, arg)
         if kind == "S":
@@ -378,6 +424,8 @@ class Commands:
                 view = await load_view(session, date, req.locale, listed_only=True)
             except BuildError:
                 return refuse(req.locale, "no_digest_for", date=date.isoformat())
+        if req.unreadable:
+            return refuse(req.locale, "filter_broken")
         if req.sub is not None and req.sub.status == SubscriberStatus.ACTIVE:
             view = filter_view(view, req.sub.layers, req.sub.min_score)
         return Reply(digest=view)

@@ -52,6 +52,9 @@ TEXTS: dict[str, dict[str, str]] = {
         "search_none": "Nothing matches “{q}”.",
         "search_title": "Results for “{q}”",
         "error": "Something went wrong on our side; please try again later.",
+        "filter_broken": "This chat's stored filter can no longer be read (a layer it names no longer "
+                         "exists, or the record is damaged). Choose the layers again: "
+                         "/subscribe <layers> or /subscribe all.",
     },
     "zh": {
         "intro": "我每天推送编译器技术日报（机器学习编译器、MLIR/LLVM、torch.compile、Triton、"
@@ -90,6 +93,8 @@ TEXTS: dict[str, dict[str, str]] = {
         "search_none": "没有找到与“{q}”匹配的结果。",
         "search_title": "“{q}”的搜索结果",
         "error": "出了点问题，请稍后再试。",
+        "filter_broken": "本聊天保存的筛选条件已无法读取（其中的层级已不存在，或记录已损坏）。"
+                         "请重新选择层级：/subscribe <层级> 或 /subscribe all。",
     },
 }
 

@@ -13,9 +13,16 @@ one channel, in turn (``(status, body)``). With ``enforce`` the server keeps
 Discord's limits: ``global_limit`` requests per second overall and
 ``channel_limit`` messages per 5 s to one channel (real time), with
 X-RateLimit-* headers per channel bucket and 429s when they are broken.
-The gateway speaks uncompressed JSON text frames: HELLO, READY, GUILD_CREATE
-(one guild with a text channel, a forum channel), heartbeat ACKs and the
-INTERACTION_CREATE events a test sends.
+The gateway speaks JSON: HELLO, READY, GUILD_CREATE (one guild with a text
+channel, a forum channel), heartbeat ACKs and the INTERACTION_CREATE events a
+test sends. It compresses as the client asks in the URL (``compress=``,
+recorded in ``compression``): ``zlib-stream`` is one zlib stream per
+connection, each frame ending in a sync flush, as Discord sends it; with no
+ask, or ``plain``, or an ask it cannot answer (``zstd-stream``), frames are
+uncompressed text, which discord.py always accepts. ``shards`` is what
+``GET /gateway/bot`` advises; each IDENTIFY (``identifies``) may name its
+shard ``[i, n]``, and the guild goes to the shard that owns it,
+``(guild_id >> 22) % n``, as its interactions do.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import asyncio
 import itertools
 import json
 import time
+import zlib
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +41,7 @@ from aiohttp import WSMsgType, web
 TOKEN = "fake-discord-token"
 APP_ID = 900
 BOT_ID = 901
-GUILD_ID = 1000
+GUILD_ID = (1 << 22) | 1000  # on shard 1 of 2: (id >> 22) % 2
 TEXT, DM, FORUM = 0, 1, 15
 JSON_TYPE = "application/json"
 MANAGE_CHANNELS = 1 << 4
@@ -67,12 +75,20 @@ class FakeDiscord:
     requests: list[tuple[str, str]] = field(default_factory=list)
     too_many: int = 0
     token: str = TOKEN
+    shards: int = 1  # what GET /gateway/bot advises
+    plain: bool = False  # text frames even when the client asks for zlib-stream
+    compression: list[str | None] = field(default_factory=list)  # each connection's compress= ask
+    identifies: list[dict[str, Any]] = field(default_factory=list)  # each IDENTIFY's d (token removed)
+    zlib_frames: int = 0  # gateway frames sent zlib-compressed
 
     def __post_init__(self) -> None:
         self._ids = itertools.count(120_000_000_000_005_000)  # snowflake-sized: the core wants 17-20 digits
         self._global: deque[float] = deque()
         self._per_channel: dict[int, deque[float]] = defaultdict(deque)
         self._sockets: list[web.WebSocketResponse] = []
+        self._shard_of: dict[web.WebSocketResponse, int] = {}
+        self._zlib: dict[web.WebSocketResponse, Any] = {}  # a connection's zlib stream, when it asked
+        self._seq: dict[web.WebSocketResponse, int] = {}
         self._dms: dict[int, int] = {}
         self._changed = asyncio.Condition()
         self.text_channel = self.add_channel(TEXT, name="compilers")
@@ -145,7 +161,7 @@ class FakeDiscord:
             self.too_many += 1
             return reply(429, {"message": "You are being rate limited.", "global": True,
                                "retry_after": round(self._global[0] + 1.0 - now, 3)},
-                         {"X-RateLimit-Global": "true", "X-RateLimit-Scope": "global"})
+                         {"X-RateLimit-Global": "true", "X-RateLimit-Scope": "global", "Via": "1.1 google"})
         self._global.append(now)
         return None
 
@@ -156,7 +172,7 @@ class FakeDiscord:
             case "GET", ["oauth2", "applications", "@me"]:
                 return reply(200, application())
             case "GET", ["gateway", "bot"]:
-                return reply(200, {"url": self.gateway_url, "shards": 1, "session_start_limit": {
+                return reply(200, {"url": self.gateway_url, "shards": self.shards, "session_start_limit": {
                     "total": 1000, "remaining": 1000, "reset_after": 0, "max_concurrency": 1}})
             case "PUT", ["applications", _, "commands"]:
                 return self._commands("global", body)
@@ -207,7 +223,8 @@ class FakeDiscord:
             self.too_many += 1
             return reply(429, {"message": "You are being rate limited.", "global": False,
                                "retry_after": round(log[0] + self.channel_period - now, 3)},
-                         {"Via": "1.1 google", **self._bucket(cid, 0, log[0] + self.channel_period - now)})
+                         {"Via": "1.1 google", "X-RateLimit-Scope": "user",
+                          **self._bucket(cid, 0, log[0] + self.channel_period - now)})
         log.append(now)
         return None
 
@@ -258,8 +275,12 @@ class FakeDiscord:
     async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()
         await ws.prepare(request)
+        asked = request.query.get("compress")
+        self.compression.append(asked)
+        if asked == "zlib-stream" and not self.plain:
+            self._zlib[ws] = zlib.compressobj()
         self._sockets.append(ws)
-        await ws.send_str(json.dumps({"op": 10, "d": {"heartbeat_interval": 41250}, "s": None, "t": None}))
+        await self._send(ws, {"op": 10, "d": {"heartbeat_interval": 41250}, "s": None, "t": None})
         try:
             async for frame in ws:
                 if frame.type == WSMsgType.TEXT:
@@ -268,16 +289,37 @@ class FakeDiscord:
             self._sockets.remove(ws)
         return ws
 
+    async def _send(self, ws: web.WebSocketResponse, frame: dict[str, Any]) -> None:
+        """One gateway frame: zlib-stream bytes ending in a sync flush, or a text frame."""
+        text = json.dumps(frame)
+        stream = self._zlib.get(ws)
+        if stream is None:
+            await ws.send_str(text)
+        else:
+            await ws.send_bytes(stream.compress(text.encode()) + stream.flush(zlib.Z_SYNC_FLUSH))
+            self.zlib_frames += 1
+
+    def shard_of(self, guild_id: int, count: int) -> int:
+        """The shard that carries a guild's events (Discord's rule)."""
+        return (guild_id >> 22) % count
+
     async def _on_frame(self, ws: web.WebSocketResponse, frame: dict[str, Any]) -> None:
         if frame["op"] == 1:
-            await ws.send_str(json.dumps({"op": 11, "d": None, "s": None, "t": None}))
+            await self._send(ws, {"op": 11, "d": None, "s": None, "t": None})
         elif frame["op"] == 2:
+            identify = {k: v for k, v in dict(frame["d"]).items() if k != "token"}
+            self.identifies.append(identify)
+            shard, count = identify.get("shard", [0, 1])
+            self._shard_of[ws] = shard
+            mine = self.shard_of(GUILD_ID, count) == shard
+            sharded = {"shard": [shard, count]} if "shard" in identify else {}
             await self._dispatch(ws, "READY", {
-                "v": 10, "user": user(BOT_ID, "digest-bot", bot=True), "session_id": "s1",
-                "resume_gateway_url": self.gateway_url,
-                "guilds": [{"id": str(GUILD_ID), "unavailable": True}],
+                "v": 10, "user": user(BOT_ID, "digest-bot", bot=True), **sharded,
+                "session_id": f"s{len(self.identifies)}", "resume_gateway_url": self.gateway_url,
+                "guilds": [{"id": str(GUILD_ID), "unavailable": True}] if mine else [],
                 "application": {"id": str(APP_ID), "flags": 0}})
-            await self._dispatch(ws, "GUILD_CREATE", self._guild())
+            if mine:
+                await self._dispatch(ws, "GUILD_CREATE", self._guild())
 
     def _guild(self) -> dict[str, Any]:
         channels = [c for c in self.channels.values() if c.get("guild_id")]
@@ -288,8 +330,14 @@ class FakeDiscord:
             "stickers": [], "features": [], "unavailable": False, "large": False, "preferred_locale": "en-US"}
 
     async def _dispatch(self, ws: web.WebSocketResponse, event: str, data: dict[str, Any]) -> None:
-        self._seq = getattr(self, "_seq", 0) + 1
-        await ws.send_str(json.dumps({"op": 0, "t": event, "s": self._seq, "d": data}))
+        self._seq[ws] = self._seq.get(ws, 0) + 1
+        await self._send(ws, {"op": 0, "t": event, "s": self._seq[ws], "d": data})
+
+    def _socket_for(self, dm: bool) -> web.WebSocketResponse:
+        """The newest connection of the shard that carries the guild (DMs: shard 0)."""
+        count = max((int(i.get("shard", [0, 1])[1]) for i in self.identifies), default=1)
+        wanted = 0 if dm else self.shard_of(GUILD_ID, count)
+        return next(ws for ws in reversed(self._sockets) if self._shard_of.get(ws, 0) == wanted)
 
     async def interact(self, name: str, options: dict[str, Any] | None = None, *, channel: int,
                        permissions: int = SEND | MANAGE_CHANNELS, locale: str = "en-US",
@@ -299,7 +347,7 @@ class FakeDiscord:
         data = interaction(iid, name, options or {}, channel=self.channels.get(channel)
                            or self.threads[channel], permissions=permissions, locale=locale, dm=dm, kind=kind)
         before = len(self.callbacks)
-        await self._dispatch(self._sockets[-1], "INTERACTION_CREATE", data)
+        await self._dispatch(self._socket_for(dm), "INTERACTION_CREATE", data)
         if not wait:
             return {}
         await self.until(lambda: len(self.callbacks) > before)

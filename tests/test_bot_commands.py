@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from sqlalchemy import update
 
 from bot.commands import (
     ArgError,
@@ -19,6 +20,7 @@ from bot.commands import (
 from bot.texts import locale_from
 from digest.domain.layers import LAYER_IDS
 from digest.store.db import SessionFactory
+from digest.store.models import Subscriber
 from digest.subscribe.subscriptions import SubscriberView, find_by_address
 from tests.chatday import DAY, LATER, build_day
 
@@ -237,3 +239,48 @@ async def test_event_shows_breakdown_and_every_source(commands: Commands, sessio
     assert "No digest has shown an event #999999" in text(
         await commands.run(PRIVATE, "event", ["999999"], Permission(False)))
     assert "Usage" in text(await commands.run(PRIVATE, "event", ["x"], Permission(False)))
+
+
+# -- a stored filter that no longer reads -------------------------------------
+
+async def damage(sessions: SessionFactory, **values: object) -> None:
+    """Write what no form accepts straight into the subscriber rows (a layer renamed away, garbage)."""
+    async with sessions.begin() as session:
+        await session.execute(update(Subscriber).values(**values))
+
+
+BROKEN = [{"layers": ["gone_layer"]}, {"layers": "garbage"}, {"layers": 5}, {"layers": [3, None]},
+          {"min_score": 500.0}]
+
+
+@pytest.mark.parametrize("values", BROKEN, ids=["gone-id", "a-string", "a-number", "not-ids", "score"])
+async def test_a_filter_that_no_longer_reads_is_named_where_it_is_used(
+        commands: Commands, sessions: SessionFactory, values: dict[str, object]) -> None:
+    await build_day(sessions)
+    await commands.run(GROUP, "subscribe", ["runtime"], Permission(True))
+    await damage(sessions, **values)
+    for name in ("settings", "digest"):
+        reply = await commands.run(GROUP, name, [], Permission(True))
+        assert reply.error and reply.digest is None and "无法读取" in text(reply), name
+    for name, args in (("help", []), ("layers", []), ("recent", []), ("event", ["999999"])):
+        assert "无法读取" not in text(await commands.run(GROUP, name, args, Permission(True))), name
+    keep = await commands.run(GROUP, "subscribe", [], Permission(True))  # keeping the layers keeps the damage
+    assert keep.error and "/subscribe all" in text(keep)
+    fixed = await commands.run(GROUP, "subscribe", ["runtime", "min=0"], Permission(True))
+    assert not fixed.error and "运行时" in text(fixed)
+    settings = await commands.run(GROUP, "settings", [], Permission(True))
+    assert not settings.error and "运行时" in text(settings)
+
+
+async def test_a_broken_filter_is_repaired_by_a_layer_toggle_not_by_other_buttons(
+        commands: Commands, sessions: SessionFactory) -> None:
+    await commands.run(PRIVATE, "subscribe", ["runtime"], Permission(True))
+    await damage(sessions, layers=["gone_layer"])
+    for action in ("L:done", "S:min:50", "S:loc:zh"):
+        pressed = await commands.press(PRIVATE, action, Permission(True))
+        assert pressed.alert and "can no longer be read" in str(pressed.notice), action
+    toggled = await commands.press(PRIVATE, "L:4", Permission(True))
+    assert not toggled.alert and "✅ Kernel codegen" in [b.label for row in toggled.buttons for b in row]
+    sub = await stored(sessions, PRIVATE)
+    assert sub is not None and sub.layers == ["kernel_codegen"]
+    assert not (await commands.run(PRIVATE, "settings", [], Permission(True))).error

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import importlib.util
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,11 +16,19 @@ import pytest
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from bot.cli import run_discord
 from bot.commands import Span
-from bot.discord_bot import DigestBot, build_bot, create_channel, layer_completions, login, reply_payloads
+from bot.discord_bot import (
+    DigestBot,
+    ShardedDigestBot,
+    build_bot,
+    create_channel,
+    layer_completions,
+    login,
+    reply_payloads,
+)
 from bot.discord_push import DiscordChannel, DiscordLimits, Limits, make_client, thread_name
 from digest.build.pipeline import BuildOptions, build_digest
 from digest.config import Settings, load_settings
@@ -31,7 +40,7 @@ from digest.domain.errors import ConfigError, DigestError
 from digest.domain.views import DigestView
 from digest.render.renderer import Renderer
 from digest.store.db import SessionFactory
-from digest.store.models import Delivery
+from digest.store.models import Delivery, Subscriber
 from digest.subscribe.subscriptions import find_by_address, list_subscribers, subscribe
 from tests.builders import DAY, NOW, WINDOW, add_compiler_papers, add_entry, add_source
 from tests.fake_discord import DM, GUILD_ID, MANAGE_CHANNELS, SEND, TOKEN, FakeDiscord
@@ -155,6 +164,56 @@ async def test_with_a_guild_id_the_commands_go_to_that_guild(fake: FakeDiscord, 
     assert len(fake.commands[str(GUILD_ID)]) == 8 and "global" not in fake.commands
 
 
+async def test_the_gateway_is_compressed_as_the_client_asked(bot: DigestBot, fake: FakeDiscord) -> None:
+    # discord.py asks for zstd-stream only when zstandard is importable (it is not a dependency here)
+    asked = "zstd-stream" if importlib.util.find_spec("zstandard") else "zlib-stream"
+    assert fake.compression == [asked]
+    assert (fake.zlib_frames > 0) == (asked == "zlib-stream")  # HELLO, READY, GUILD_CREATE at least
+    answer = await fake.interact("layers", {}, channel=fake.text_channel)
+    assert answer["type"] == 4
+
+
+async def test_uncompressed_text_frames_are_understood_too(fake: FakeDiscord, settings: Settings,
+                                                           sqlite_sessions: SessionFactory) -> None:
+    fake.plain = True
+    client = build_bot(settings, sqlite_sessions, clock=lambda: LATER, guild_ready_timeout=0.05)
+    task = await started(client)
+    try:
+        answer = await fake.interact("layers", {}, channel=fake.text_channel)
+    finally:
+        await client.close()
+        await asyncio.gather(task, return_exceptions=True)
+    assert fake.zlib_frames == 0 and answer["type"] == 4 and answer["data"]["embeds"]
+
+
+async def test_auto_shards_identify_every_shard_and_a_command_works_on_the_guilds_shard(
+        fake: FakeDiscord, settings: Settings, sqlite_sessions: SessionFactory,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    fake.shards = 2
+    sharded = settings.model_copy(update={"discord_shards": "auto"})
+    client = build_bot(sharded, sqlite_sessions, clock=lambda: LATER, guild_ready_timeout=0.05)
+    assert isinstance(client, ShardedDigestBot)
+
+    async def at_once(shard_id: int | None, *, initial: bool = False) -> None:
+        """discord.py waits 5 s between IDENTIFYs (Discord's limit); the fake has none."""
+
+    monkeypatch.setattr(client, "before_identify_hook", at_once)
+    task = await started(client)
+    try:
+        answer = await fake.interact("subscribe", {"layers": "runtime"}, channel=fake.text_channel)
+        guild = client.get_guild(GUILD_ID)
+        assert client.shard_count == 2 and guild is not None and guild.shard_id == 1
+    finally:
+        await client.close()
+        await asyncio.gather(task, return_exceptions=True)
+    assert ("GET", "gateway/bot") in fake.requests
+    assert sorted(i["shard"] for i in fake.identifies) == [[0, 2], [1, 2]]
+    assert answer["type"] == 4 and not answer["data"].get("flags")
+    async with sqlite_sessions() as session:
+        sub = await find_by_address(session, "discord", f"{fake.text_channel}")
+    assert sub is not None and sub.layers == ["runtime"]
+
+
 async def test_subscribe_from_a_manager_is_stored_as_the_channel(bot: DigestBot, fake: FakeDiscord,
                                                                  sqlite_sessions: SessionFactory) -> None:
     answer = await fake.interact("subscribe", {"layers": "runtime", "min_score": 20},
@@ -213,6 +272,30 @@ async def test_bad_input_and_unknown_things_are_ephemeral(bot: DigestBot, fake: 
     assert [a["data"]["flags"] for a in (bad_date, unknown, missing)] == [64, 64, 64]
     assert "#9999" in unknown["data"]["embeds"][0]["description"]
     assert "没有" in unknown["data"]["embeds"][0]["description"]
+
+
+async def damage(sessions: SessionFactory, address: str, layers: object) -> None:
+    """Write a filter no command accepts into one subscriber row (a layer id renamed away, garbage)."""
+    async with sessions.begin() as session:
+        await session.execute(update(Subscriber).where(Subscriber.address == address).values(layers=layers))
+
+
+@pytest.mark.parametrize("layers", [["gone_layer"], 5], ids=["gone-id", "a-number"])
+async def test_a_stored_filter_that_no_longer_reads_is_an_ephemeral_localised_error(
+        bot: DigestBot, fake: FakeDiscord, sqlite_sessions: SessionFactory, layers: object) -> None:
+    await build_runtime_day(sqlite_sessions)
+    await fake.interact("subscribe", {"layers": "runtime"}, channel=fake.text_channel, locale="zh-CN")
+    await damage(sqlite_sessions, f"{fake.text_channel}", layers)
+    answers = [await fake.interact(name, {}, channel=fake.text_channel, locale="zh-CN")
+               for name in ("settings", "digest")]
+    for answer in answers:
+        assert answer["data"]["flags"] == 64 and "无法读取" in answer["data"]["embeds"][0]["description"]
+    layers_answer = await fake.interact("layers", {}, channel=fake.text_channel)
+    assert not layers_answer["data"].get("flags")  # what does not use the filter still works
+    fixed = await fake.interact("subscribe", {"layers": "runtime"}, channel=fake.text_channel)
+    assert not fixed["data"].get("flags")
+    settings = await fake.interact("settings", {}, channel=fake.text_channel)
+    assert "无法读取" not in settings["data"]["embeds"][0]["description"]
 
 
 async def test_event_shows_the_breakdown_and_every_source(bot: DigestBot, fake: FakeDiscord,
@@ -335,6 +418,34 @@ async def test_refusals_map_to_outcomes_and_block_the_subscriber(fake: FakeDisco
     async with sqlite_sessions() as session:
         blocked = await find_by_address(session, "discord", f"{gone}")
     assert blocked is not None and blocked.status == "blocked"
+
+
+async def test_publish_leaves_out_a_subscriber_whose_filter_names_no_layer_and_sends_the_rest(
+        fake: FakeDiscord, channel: DiscordChannel, sqlite_sessions: SessionFactory) -> None:
+    """Today such a subscriber counts as ``empty`` (its filter keeps no event): no row, nothing sent to it."""
+    await build_runtime_day(sqlite_sessions)
+    gone, ok = fake.add_channel(0), fake.add_channel(0)
+    async with sqlite_sessions.begin() as session:
+        for cid in (gone, ok):
+            await subscribe(session, "discord", f"{cid}", confirmed=True, now=LATER)
+    await damage(sqlite_sessions, f"{gone}", ["gone_layer"])
+    report = await publish(sqlite_sessions, channel)
+    assert (report.channels["discord"].sent, report.channels["discord"].empty) == (1, 1)
+    assert fake.sent_to(gone) == [] and fake.sent_to(ok)
+    async with sqlite_sessions() as session:
+        assert len((await session.scalars(select(Delivery))).all()) == 1
+
+
+async def test_publish_skips_a_subscriber_whose_stored_layers_are_garbage(
+        fake: FakeDiscord, channel: DiscordChannel, sqlite_sessions: SessionFactory) -> None:
+    await build_runtime_day(sqlite_sessions)
+    garbage, ok = fake.add_channel(0), fake.add_channel(0)
+    async with sqlite_sessions.begin() as session:
+        for cid in (garbage, ok):
+            await subscribe(session, "discord", f"{cid}", confirmed=True, now=LATER)
+    await damage(sqlite_sessions, f"{garbage}", 5)
+    report = await publish(sqlite_sessions, channel)
+    assert report.channels["discord"].sent == 1 and fake.sent_to(garbage) == [] and fake.sent_to(ok)
 
 
 @pytest.mark.parametrize(("status", "code", "outcome"), [

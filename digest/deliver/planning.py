@@ -12,6 +12,7 @@ Helpers never commit: the caller owns the transaction.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,10 +21,12 @@ from sqlalchemy import exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from digest.deliver.outbox import TABLE, Claimed
+from digest.domain.layers import stored_layers
 from digest.domain.status import DeliveryStatus, SubscriberStatus
 from digest.domain.views import keeps
 from digest.store.models import Delivery, Digest, DigestEvent, Subscriber
 
+log = logging.getLogger(__name__)
 PLAN_CHUNK = 5000
 
 
@@ -101,17 +104,27 @@ async def plan_deliveries(
                Subscriber.layers, Subscriber.min_score)
         .where(Subscriber.status == SubscriberStatus.ACTIVE).order_by(Subscriber.id)
     )
-    for sid, channel, address, locale, layers, min_score in rows:
-        if not kept(layers or (), min_score):
+    for sid, channel, address, locale, stored, min_score in rows:
+        layers = stored_layers(stored or [])
+        if layers is None or not _is_score(min_score):
+            log.warning("subscriber %s (%s): the stored filter does not read (layers %.80r, min_score %.20r);"
+                        " left out of this digest", sid, channel, stored, min_score)
+            result.empty[channel] = result.empty.get(channel, 0) + 1
+            continue
+        if not kept(layers, min_score):
             result.empty[channel] = result.empty.get(channel, 0) + 1
             continue
         result.planned[channel] = result.planned.get(channel, 0) + 1
         result.audience.append(Claimed(0, digest.id, sid, channel, address, locale,
-                                       tuple(layers), float(min_score),
+                                       layers, float(min_score),
                                        message_id=message_id(channel, sid)))
     if not dry_run:
         await _insert_rows(session, digest.id, result.audience, now)
     return result
+
+
+def _is_score(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 100
 
 
 async def joined_after(session: AsyncSession, digest_id: int) -> int:

@@ -53,3 +53,17 @@ def parse_layers(text: str) -> list[str]:
     if not wanted:
         raise ValueError(f"no layers given; valid: {', '.join(LAYER_IDS)}")
     return [lid for lid in LAYER_IDS if lid in wanted]
+
+
+def stored_layers(value: object) -> tuple[str, ...] | None:
+    """The layer ids of a stored filter in ``LAYER_IDS`` order; None when it is not a list of known ids.
+
+    Stored rows are read back from JSON, so a damaged or hand-edited row may hold
+    anything: the caller decides what an unreadable filter means (planning leaves
+    that subscriber out, the chat commands say so).
+    """
+    if not isinstance(value, list | tuple) or not all(isinstance(x, str) for x in value):
+        return None
+    if any(x not in BY_ID for x in value):
+        return None
+    return tuple(lid for lid in LAYER_IDS if lid in value)

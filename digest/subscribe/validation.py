@@ -132,6 +132,7 @@ def preferences(layers: str | Iterable[str] | None = None, min_score: float | No
 
 
 def ordered_layers(layers: Iterable[str]) -> list[str]:
-    """Stored layers in ``LAYER_IDS`` order (unknown ids dropped)."""
-    wanted = set(layers)
+    """Stored layers in ``LAYER_IDS`` order (unknown ids dropped; a stored value that is no list: none)."""
+    readable = isinstance(layers, list | tuple | set | frozenset)
+    wanted = {x for x in layers if isinstance(x, str)} if readable else set()
     return [lid for lid in LAYER_IDS if lid in wanted]
