@@ -225,3 +225,27 @@ def test_a_link_is_evidence_not_identity() -> None:
                  summary="Our paper on retargetable ABI lowering for heterogeneous calling "
                          "conventions is out.")
     assert groups(cluster([paper, about])) == {frozenset({1, 3})}
+
+
+def test_a_post_citing_a_related_paper_is_not_that_paper() -> None:
+    """The GSoC shuffle-cost post links "our paper" on re-rolling: two works, not one event."""
+    paper = make(1, "Cost-Model-Guided Re-Rolling for the LLVM SLP Vectorizer", arxiv_id="2611.04719",
+                 url="https://arxiv.org/abs/2611.04719")
+    post = make(2, "GSoC 2026: Making the SLP Vectorizer's Cost Model Aware of Shuffles", kind="rss",
+                key="llvm-blog", url="https://blog.llvm.org/posts/gsoc-slp",
+                summary="This summer I worked on the SLP vectorizer's cost model as part of Google Summer of "
+                        "Code, mentored by the LLVM vectorization working group.",
+                body="Follow-up work on re-rolling partially unrolled code is described in our paper.",
+                links=("https://arxiv.org/abs/2611.04719",))
+    assert groups(cluster([paper, post])) == {frozenset({1}), frozenset({2})}
+
+
+def test_a_post_quoting_the_papers_title_is_that_paper() -> None:
+    paper = make(1, "Precompile: Compile Once, Reuse Across Ranks for SPMD Training with torch.compile",
+                 arxiv_id="2611.04302", url="https://arxiv.org/abs/2611.04302")
+    post = make(2, "Compile Once, Run on Every Rank: Precompile for Distributed torch.compile",
+                kind="rss", key="pytorch", url="https://pytorch.org/blog/precompile",
+                summary="Large training jobs compile the same model on every GPU.",
+                body="Today we are sharing Precompile (paper: Precompile: Compile Once, Reuse Across Ranks "
+                     "for SPMD Training with torch.compile).", links=("https://arxiv.org/abs/2611.04302",))
+    assert groups(cluster([paper, post])) == {frozenset({1, 2})}

@@ -4,8 +4,10 @@ Two entries are one piece of work when they share an identity key (the same
 arXiv id in any version, DOI, GitHub repo@tag or canonical URL), when one
 links the other and is about it, or when their titles are near-identical. A
 link is evidence, not identity: a post linking arxiv.org/abs/<id> (or the
-other entry's URL) joins it only when the post's text names at least half of
-the linked entry's title words (a GSoC post citing a paper is not that paper).
+other entry's URL) joins it only when it is about it (:func:`is_about`: the
+titles share most of their words, the post quotes the paper's whole title, or
+its lead names what sets the paper apart; a GSoC post citing "our paper" is
+not that paper).
 Links from round-ups (a post whose links reach more than two other works) join
 nothing; a link to an already known event joins it (its text is not at hand). Union-find over
 entry indices; titles are compared only inside small blocks of entries that
@@ -218,7 +220,9 @@ def _join_references(uf: _UnionFind, items: Sequence[Item], refs: list[list[str]
 
 _MIN_WORD = 3
 _STOPWORDS = frozenset(str.split("the and for with from via into our its are new how what why"))
-REFERENCE_OVERLAP = 0.5
+TITLE_OVERLAP = 2 / 3  # of the content words of a title
+LEAD_OVERLAP = 0.5
+LEAD_CHARS = 400
 
 
 def _content_words(title: str) -> set[str]:
@@ -228,12 +232,33 @@ def _content_words(title: str) -> set[str]:
 
 
 def is_about(linker: Item, target: Item) -> bool:
-    """Whether ``linker``'s text names at least half of ``target``'s title words (not just links it)."""
-    wanted = _content_words(target.title)
+    """Whether ``linker`` reports ``target``, rather than only citing it.
+
+    A post names the works it links, so the words of its whole text prove little
+    (a GSoC post on shuffle costs links "our paper" on re-rolling and says
+    "re-rolling" in its last paragraph). It is about the target when the two
+    titles share most of their words; when it quotes the target's whole title
+    (link text "Precompile: Compile Once, Reuse Across Ranks ..."); or when its
+    lead (the first few hundred characters) names at least half of the target's
+    title words that its own title does not, so what sets the target apart
+    ("guided re-rolling") is what the post opens with. A post linked by its own URL
+    (not a paper, which is cited by many) needs only half of its title words named.
+    """
+    wanted, own = _content_words(target.title), _content_words(linker.title)
     if not wanted:
         return False
-    said = set(title_words(f"{linker.title} {linker.summary} {linker.body}"))
-    return len(wanted & said) >= REFERENCE_OVERLAP * len(wanted)
+    if not target.arxiv_id:  # a link to one post's own URL is a stronger sign than a citation
+        said = set(title_words(f"{linker.title} {linker.summary} {linker.body}"))
+        return len(wanted & said) >= LEAD_OVERLAP * len(wanted)
+    shared = len(wanted & own)
+    if shared >= TITLE_OVERLAP * len(wanted) or (own and shared >= TITLE_OVERLAP * len(own)):
+        return True
+    quoted = " ".join(title_words(target.title))
+    if len(quoted) >= _MIN_TITLE_CHARS and quoted in " ".join(title_words(f"{linker.summary} {linker.body}")):
+        return True
+    rest = wanted - own
+    lead = set(title_words((linker.summary or linker.body)[:LEAD_CHARS]))
+    return len(rest & lead) >= LEAD_OVERLAP * len(rest)
 
 
 def _known_nodes(known: Mapping[str, int], count: int) -> tuple[dict[str, int], dict[int, int]]:

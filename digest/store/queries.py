@@ -117,13 +117,31 @@ def _event_view(
             EventInput(event.id, event.title, tuple(snap.layers), snap.score, tuple(sources)),
             locale,
         )
-    links = tuple(dict.fromkeys(SourceLink(s.name, s.url) for s in sources))
+    links = source_links(sources)
     return EventView(
         id=event.id, rank=snap.rank, title=text.title, url=event.url, score=snap.score,
         score_breakdown=dict(snap.score_breakdown), layers=tuple(snap.layers), sources=links,
         summary=text.summary, why_it_matters=text.why_it_matters, watch=tuple(text.watch),
         written_by=text.mode, updated=snap.updated,
     )
+
+
+def source_links(sources: Sequence[SourceText]) -> tuple[SourceLink, ...]:
+    """One link per URL, best source first: an arXiv paper cross-listed in three categories is one link
+    named after all of them ("arXiv cs.AR, cs.PL"), not three links to the same page."""
+    names: dict[str | None, list[str]] = {}
+    for source in sources:
+        have = names.setdefault(source.url, [])
+        if source.name not in have:
+            have.append(source.name)
+    return tuple(SourceLink(_joined_name(found), url) for url, found in names.items())
+
+
+def _joined_name(names: list[str]) -> str:
+    prefix = "arXiv "
+    if len(names) > 1 and all(n.startswith(prefix) for n in names):
+        return prefix + ", ".join(n.removeprefix(prefix) for n in names)
+    return names[0]
 
 
 # --- The archive: lists, event detail, read counts (the web app and the static export). ---
