@@ -54,6 +54,7 @@ def test_smtp_delivers_end_to_end_and_names_the_server(tmp_path: Path) -> None:
         received = server.received
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(f"sent to ops@example.org via smtp 127.0.0.1:{server.port}: ")
+    assert "Message accepted for delivery" in out.stdout, "the server's own answer (aiosmtpd's words)"
     assert [r.rcpt_tos for r in received] == [("ops@example.org",)]
     assert received[0].message_id in out.stdout
     assert not (tmp_path / "outbox").exists()

@@ -96,7 +96,8 @@ async def mail_test(settings: Settings, args: argparse.Namespace) -> int:
     if result.outcome is not Outcome.SENT:
         raise DigestError(f"the test message to {to} was not sent: {result.error or result.outcome.value}")
     if settings.smtp_host:
-        print(f"sent to {to} via {destination(settings)}: the server accepted it (Message-ID {mid})")
+        answer = result.detail or destination(settings)
+        print(f"sent to {to} via {answer} (Message-ID {mid})")
     else:
-        print(f"written to {outbox_path(settings, mid)} (no DIGEST_SMTP_HOST: the file outbox)")
+        print(f"written to {result.detail or outbox_path(settings, mid)} (no DIGEST_SMTP_HOST: the file outbox)")
     return 0

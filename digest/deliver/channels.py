@@ -65,6 +65,7 @@ class SendResult:
     retry_after: float | None = None
     new_address: str | None = None  # e.g. a Telegram group migrated to a supergroup
     thread_id: str | None = None  # the Discord thread the parts went into (kept with the delivery)
+    detail: str | None = None  # where it went: the SMTP server's answer, the outbox file (for a person)
 
 
 class PushChannel(Protocol):

@@ -288,7 +288,7 @@ class FileOutbox:
         except OSError as exc:
             return SendResult(Outcome.FATAL, message.start_part,
                               f"cannot write to the mail outbox {self.directory}: {exc.strerror or exc}")
-        return SendResult(Outcome.SENT, len(message.parts))
+        return SendResult(Outcome.SENT, len(message.parts), detail=str(path))
 
     async def aclose(self) -> None:
         """Nothing to release."""

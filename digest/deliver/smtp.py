@@ -166,11 +166,12 @@ class SmtpChannel:
 
     async def _transaction(self, client: aiosmtplib.SMTP, message: Message) -> tuple[SendResult, bool]:
         try:
-            await client.sendmail(self.config.envelope_from, [message.address], message.parts[0])
+            _, answer = await client.sendmail(self.config.envelope_from, [message.address], message.parts[0])
         except (TimeoutError, aiosmtplib.SMTPException, OSError, ValueError) as exc:
             verdict, reason, keep = send_verdict(exc)
             return SendResult(verdict, message.start_part, f"{self.config.where}: {reason}"), keep
-        return SendResult(Outcome.SENT, len(message.parts)), True
+        said = " ".join(str(answer).split())[:200]  # the server's words: one line, bounded
+        return SendResult(Outcome.SENT, len(message.parts), detail=f"{self.config.where}: {said}"), True
 
     async def aclose(self) -> None:
         """Say QUIT on every idle connection."""
