@@ -2,8 +2,9 @@
 
 Locally a missing chromium or playwright skips the browser tests with the reason;
 in CI (``CI=true``) it fails them, never skips (the same rule as PostgreSQL). axe-core is
-installed on first use with npm into ``test-artifacts/axe`` (ignored by git); without npm
-or network the same rule holds: skip locally, fail in CI.
+installed on first use with npm into ``test-artifacts/axe`` (ignored by git), and the Nu Html
+Checker's ``vnu.jar`` (npm ``vnu-jar``, run by the system java) into ``test-artifacts/vnu``;
+without npm, java or network the same rule holds: skip locally, fail in CI.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
@@ -30,6 +31,9 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "browser
 AXE_DIR = ARTIFACTS.parent / "axe"
 AXE_JS = AXE_DIR / "node_modules" / "axe-core" / "axe.min.js"
 AXE_VERSION = "4"  # npm's newest axe-core 4.x
+VNU_DIR = ARTIFACTS.parent / "vnu"
+VNU_JAR = VNU_DIR / "node_modules" / "vnu-jar" / "build" / "dist" / "vnu.jar"
+VNU_VERSION = "26"  # npm's newest vnu-jar 26.x (the checker's release year)
 BLOCKING = ("serious", "critical")  # the axe impacts a page may not have
 # axe's violations in a JSON-friendly shape: rule, impact, how many nodes, the first node's target.
 _AXE_RUN = """axe.run().then(r => r.violations.map(v => ({
@@ -56,28 +60,47 @@ async def launch(playwright: Playwright) -> Browser:
     return await playwright.chromium.launch(executable_path=require_browser(), args=ARGS)
 
 
-def _missing(reason: str) -> None:
+def _missing(reason: str) -> NoReturn:
     if IN_CI:
         pytest.fail(f"CI=true: {reason}")
     pytest.skip(reason)
 
 
-def require_axe() -> Path:
-    """``axe.min.js``, installed with npm on first use; skip (locally) / fail (in CI) without it."""
-    if AXE_JS.is_file():
-        return AXE_JS
+def _npm_install(spec: str, prefix: Path, wanted: Path) -> Path:
+    """``wanted``, installed with ``npm install spec`` into ``prefix`` on first use (no package scripts)."""
+    if wanted.is_file():
+        return wanted
     npm = shutil.which("npm")
     if npm is None:
-        _missing("the accessibility checks need npm (apt-get install npm) to install axe-core")
-    AXE_DIR.mkdir(parents=True, exist_ok=True)
+        _missing(f"{spec} is installed with npm (apt-get install npm), which is missing")
+    prefix.mkdir(parents=True, exist_ok=True)
     try:
-        subprocess.run([str(npm), "install", "--prefix", str(AXE_DIR), "--no-audit", "--no-fund",
-                        "--silent", f"axe-core@{AXE_VERSION}"], check=True, timeout=300, capture_output=True)
+        subprocess.run([npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--silent",
+                        "--ignore-scripts", spec], check=True, timeout=300, capture_output=True)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
-        _missing(f"npm install axe-core failed (no network?): {exc}")
-    if not AXE_JS.is_file():
-        _missing(f"npm install axe-core left no {AXE_JS}")
-    return AXE_JS
+        _missing(f"npm install {spec} failed (no network?): {exc}")
+    if not wanted.is_file():
+        _missing(f"npm install {spec} left no {wanted}")
+    return wanted
+
+
+def require_axe() -> Path:
+    """``axe.min.js``, installed with npm on first use; skip (locally) / fail (in CI) without it."""
+    return _npm_install(f"axe-core@{AXE_VERSION}", AXE_DIR, AXE_JS)
+
+
+def require_java() -> str:
+    """The ``java`` the Nu checker runs on; skip (locally) / fail (in CI) without one."""
+    java = shutil.which("java")
+    if java is None:
+        _missing("the Nu Html Checker needs java 11+ (apt-get install default-jre-headless)")
+    return str(java)
+
+
+def require_vnu() -> Path:
+    """The Nu Html Checker's ``vnu.jar``, installed with npm on first use (``--ignore-scripts``: its
+    install script would download a Java runtime when there is no system java)."""
+    return _npm_install(f"vnu-jar@{VNU_VERSION}", VNU_DIR, VNU_JAR)
 
 
 async def axe_violations(page: Page) -> list[dict[str, Any]]:

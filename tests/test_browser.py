@@ -123,7 +123,8 @@ async def test_axe_finds_nothing_serious_on_archive_pages(served: tuple[str, Arc
 
     require_axe()
     base, archive = served
-    paths = {"index": "/", "digest": f"/d/{DAY}", "event": f"/e/{archive.hostile_event}"}
+    paths = {"index": "/", "digest": f"/d/{DAY}", "event": f"/e/{archive.hostile_event}",
+             "search": "/search?q=triton", "stats": "/stats"}
     failures: list[str] = []
     async with async_playwright() as p:
         browser = await launch(p)
