@@ -1,6 +1,6 @@
 """Classifier quality (rules mode): relevance P/R, layer micro-F1, per layer.
 
-    .venv/bin/python bench/quality.py [--errors SPLIT] [--taxonomy PATH]
+    .venv/bin/python bench/quality.py [--errors SPLIT] [--taxonomy PATH] [--no-final]
 
 Two kinds of figures, printed apart:
 
@@ -18,6 +18,8 @@ The never-tuned set is split in two halves by a stable hash of each item's
 randomness, no dependence on file order). ``unseen-tune`` may be tuned on
 (``--errors unseen-tune`` lists its errors); ``unseen-final`` is never tuned
 on and its errors are never printed: it is the only never-tuned figure.
+While tuning, ``--no-final`` leaves its figures out too (print them once, at
+the end of a round of work).
 """
 
 from __future__ import annotations
@@ -74,10 +76,10 @@ def _tuned(taxonomy: Taxonomy, errors: str | None) -> None:
             print("\n".join(quality.errors))
 
 
-def _never_tuned(taxonomy: Taxonomy, errors: str | None) -> None:
+def _never_tuned(taxonomy: Taxonomy, errors: str | None, final: bool = True) -> None:
     print("######## unseen set (bench/data/unseen_labels.jsonl), in two halves")
     unseen = load_unseen()
-    for half in UNSEEN_HALVES:
+    for half in UNSEEN_HALVES if final else UNSEEN_HALVES[:1]:
         examples = [e for e in unseen if e.split == half]
         sets = {half: examples,
                 f"{half}-without-llvm-weekly": [e for e in examples
@@ -98,10 +100,12 @@ def main() -> int:
                         help="also list the misclassified entries of this split "
                              "(never of unseen-final)")
     parser.add_argument("--taxonomy", type=Path, default=None, help="taxonomy TOML to measure")
+    parser.add_argument("--no-final", action="store_true",
+                        help="leave out unseen-final's figures (while tuning)")
     args = parser.parse_args()
     taxonomy = load_taxonomy(args.taxonomy)
     _tuned(taxonomy, args.errors)
-    _never_tuned(taxonomy, args.errors)
+    _never_tuned(taxonomy, args.errors, final=not args.no_final)
     return 0
 
 

@@ -236,6 +236,48 @@ def test_community_posts_are_not_news_even_on_a_compiler_blog(taxonomy: Taxonomy
     assert not is_borderline(verdict, taxonomy), "no second opinion makes an admin post news"
 
 
+@pytest.mark.parametrize("title", [
+    "Videos and Slides from the 2027 EuroLLVM", "Keynote Speakers for the LLVM Dev Mtg",
+    "LLVM Foundation Update: Governance and Area Teams", "Congratulations to the 2027 Award Winners",
+    "Interview with a Long-Time Clang Contributor", "How to Contribute: Getting Involved with MLIR",
+    "LLVM Code Review Moves to GitHub Pull Requests", "Hosting the LLVM Buildbots in the Cloud",
+    "A New Chat Server: LLVM on Discord", "Modules in libc++ for C++26",
+    "A Documentation Generator for Clang Projects",
+])
+def test_meetings_people_hosting_and_off_topic_posts_are_not_news(taxonomy: Taxonomy,
+                                                                   title: str) -> None:
+    """Community words beyond the tuned titles: material of meetings, people, where the project lives."""
+    post = item(title, "The LLVM compiler community, from Clang to MLIR and the LLVM backends.",
+                kind="rss", key="llvm-blog")
+    assert not classify(post, taxonomy).relevant
+
+
+@pytest.mark.parametrize("title", [
+    "The New Community Pass Manager", "Register Allocation at the Meeting Point of Two Loops",
+    "Clang's New Diagnostics Policy Engine", "Faster GitHub Actions for Triton Kernels",
+])
+def test_one_generic_community_word_does_not_make_a_technical_post_admin(taxonomy: Taxonomy,
+                                                                         title: str) -> None:
+    text = "A new pass in the LLVM backend: register allocation and instruction selection."
+    verdict = classify(item(title, text, kind="rss", key="llvm-blog"), taxonomy)
+    assert verdict.totals["community"] <= taxonomy.community_threshold
+    assert verdict.relevant
+
+
+def test_generic_llvm_words_do_not_make_code_generation(taxonomy: Taxonomy) -> None:
+    """A classic LLVM post names LLVM and code generation in passing: front-end work, not codegen."""
+    passing = item("Better Error Messages in Clang", (
+        "Clang now parses C++26 modules, and its diagnostics point at the exact source range "
+        "long before code generation in LLVM."), kind="rss", key="llvm-blog")
+    verdict = classify(passing, taxonomy)
+    assert verdict.relevant and "frontend" in verdict.layers
+    assert "kernel_codegen" not in verdict.layers
+    backend = item("Greedy Register Allocation", (
+        "The new register allocator splits live ranges and spills less; the generated machine "
+        "code is smaller."), kind="rss", key="llvm-blog")
+    assert "kernel_codegen" in classify(backend, taxonomy).layers
+
+
 def test_a_project_report_from_a_programme_is_news(taxonomy: Taxonomy) -> None:
     """Summer of Code itself is community news; "GSoC 2027: <project>" reports compiler work."""
     text = "This summer I added a register allocation heuristic to the LLVM backend."
@@ -438,9 +480,18 @@ def test_quality_on_the_tuned_half_of_the_unseen_set_does_not_regress(taxonomy: 
     """unseen-tune was tuned on (its errors were read); unseen-final never is, so no floor here."""
     bench = _quality_bench()
     quality = evaluate([e for e in bench.load_unseen() if e.split == "unseen-tune"], taxonomy)
-    assert quality.relevance.precision >= 0.94
+    assert quality.relevance.precision >= 0.97
     assert quality.relevance.recall >= 0.98
-    assert quality.micro.f1 >= 0.82
+    assert quality.micro.f1 >= 0.83
+
+
+def test_the_bench_can_leave_the_final_half_out(taxonomy: Taxonomy,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """While tuning, ``--no-final`` prints no figure of unseen-final (it is printed once, at the end)."""
+    bench = _quality_bench()
+    bench._never_tuned(taxonomy, None, final=False)
+    printed = capsys.readouterr().out
+    assert "== unseen-tune:" in printed and "unseen-final" not in printed
 
 
 # --- borderline events and triage verdicts
