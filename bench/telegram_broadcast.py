@@ -11,9 +11,15 @@ chat) and counts the 429s it answers. Prints messages/s, 429s and the time to
 the last message. Target: >= 27 messages/s with zero 429s.
 
 /recent: a database with ``--events`` events, all shown in digests (100 a
-day, the worst case for the query), then /recent as chats send it (default,
-one layer, 7 days, one layer over 30 days): the time from the command to
-the Telegram HTML reply, p50 and p99.
+day, the worst case for the query) with zh and en write-ups, as a build with
+DIGEST_LOCALES=zh,en leaves them (a chat with no language is English), then
+/recent as chats send it (default: 3 days; one layer; 7 days; one layer over
+30 days): the time from the command to the Telegram HTML reply, p50 and p99.
+The yardstick, in the same run: the raw SQL that command sent (captured from
+the engine, run again through the same driver, rows fetched; no ORM, no
+rendering). Start-up's objects are frozen first, as ``digest serve`` does
+(:func:`digest.bootstrap.settle_heap`). Target: p99 <= 2 x raw and < 20 ms. ``--explain`` prints each
+form's statements and the plan of its biggest query.
 """
 
 from __future__ import annotations
@@ -26,16 +32,20 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sqlalchemy import insert, text  # noqa: E402
+from sqlalchemy import event, insert, text  # noqa: E402
+from sqlalchemy.ext.asyncio import AsyncEngine  # noqa: E402
 
 from bot.commands import Chat, Commands  # noqa: E402
 from bot.telegram_bot import create_channel, reply_parts  # noqa: E402
+from digest import bootstrap  # noqa: E402
 from digest.config import Settings, load_settings  # noqa: E402
 from digest.deliver.mailer import MailIdentity  # noqa: E402
 from digest.deliver.publish import Channels, Composer, PublishOptions, Runner  # noqa: E402
@@ -43,7 +53,16 @@ from digest.domain.layers import LAYER_IDS  # noqa: E402
 from digest.domain.window import window_for  # noqa: E402
 from digest.render.renderer import Renderer  # noqa: E402
 from digest.store.db import SessionFactory, open_database  # noqa: E402
-from digest.store.models import Digest, DigestEvent, Entry, Event, EventEntry, Source, Subscriber  # noqa: E402
+from digest.store.models import (  # noqa: E402
+    Digest,
+    DigestEvent,
+    Entry,
+    Event,
+    EventEntry,
+    Source,
+    Subscriber,
+    Writeup,
+)
 from tests.fake_telegram import TOKEN, FakeTelegram  # noqa: E402
 from tests.test_bot_commands import DAY, LATER, build_day  # noqa: E402
 
@@ -128,6 +147,14 @@ async def _one_day(session: Any, source: int, date: dt.date, first: int, count: 
         "score": score[n], "score_breakdown": {"authority": 20.0, "relevance": score[n] - 20.0},
         "first_seen": seen, "updated_at": seen} for n in ids])
     await session.execute(insert(EventEntry), [{"event_id": n, "entry_id": n, "added_at": seen} for n in ids])
+    texts = {"zh": ("事件 {n}：面向内核的编译器优化", "事件 {n} 的摘要：把循环降低为向量代码。",
+                    "它让内核生成更快。"),
+             "en": ("Event {n}: a compiler pass for kernels", "Summary of event {n}: loops to vector code.",
+                    "Faster kernels.")}
+    await session.execute(insert(Writeup), [{
+        "event_id": n, "locale": locale, "title": title.format(n=n), "summary": summary.format(n=n),
+        "why_it_matters": why, "watch": [], "mode": "extractive", "created_at": seen}
+        for n in ids for locale, (title, summary, why) in texts.items()])
     ranked = sorted(ids, key=lambda n: -score[n])
     await session.execute(insert(DigestEvent), [{
         "digest_id": digest_id, "event_id": n, "rank": rank, "score": score[n],
@@ -140,33 +167,87 @@ def _percentile(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def recent_latency(events: int, queries: int, url: str) -> None:
-    """Fill the database, then time /recent from command to Telegram HTML."""
+Statement = tuple[str, Any]
+
+
+@contextmanager
+def _recording(engine: AsyncEngine) -> Iterator[list[Statement]]:
+    """Every statement ``engine`` sends in the body, with its driver-level parameters."""
+    seen: list[Statement] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
+        seen.append((statement, parameters))
+
+    event.listen(engine.sync_engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", record)
+
+
+async def _raw(engine: AsyncEngine, statements: list[Statement]) -> float:
+    """The seconds ``statements`` take run again through the driver, every row fetched."""
+    async with engine.connect() as conn:
+        t0 = time.perf_counter()
+        for statement, parameters in statements:
+            (await conn.exec_driver_sql(statement, parameters)).fetchall()
+        return time.perf_counter() - t0
+
+
+async def _explain(engine: AsyncEngine, label: str, statements: list[Statement]) -> None:
+    """The plan of the command's biggest query (SQLite's EXPLAIN QUERY PLAN, PostgreSQL's EXPLAIN)."""
+    statement, parameters = max(statements, key=lambda s: len(s[0]))
+    prefix = "EXPLAIN QUERY PLAN " if engine.dialect.name == "sqlite" else "EXPLAIN "
+    async with engine.connect() as conn:
+        rows = (await conn.exec_driver_sql(prefix + statement, parameters)).fetchall()
+    print(f"  plan of /recent {label}:")
+    for row in rows:
+        print("    " + " ".join(str(v) for v in row[-1:]))
+
+
+def _ms(samples: list[float]) -> str:
+    return f"p50 {1000 * statistics.median(samples):5.1f} ms, p99 {1000 * _percentile(samples, 0.99):5.1f} ms"
+
+
+async def recent_latency(events: int, queries: int, url: str, explain: bool = False) -> None:
+    """Fill the database, then time /recent from command to Telegram HTML, and its raw SQL alone."""
     async with open_database(url) as sessions:
         started = time.monotonic()
         end = await _events(sessions, events, 100)
         print(f"/recent: {events} events in {-(-events // 100)} digests, inserted in "
               f"{time.monotonic() - started:.1f} s")
+        engine = sessions.kw["bind"]
+        bootstrap.settle_heap()  # as `digest serve` does once it has started
         commands = Commands(sessions, channel="telegram", clock=lambda: end + dt.timedelta(hours=2))
         forms: list[list[str]] = [[], ["kernel_codegen"], ["7"], ["runtime", "30"]]
+        labels = [" ".join(f) or "(default)" for f in forms]
 
         async def allowed() -> bool:
             return True
 
-        timings: dict[str, list[float]] = {" ".join(f) or "(default)": [] for f in forms}
-        for n in range(queries + len(forms)):
-            form = forms[n % len(forms)]
+        sent: dict[str, list[Statement]] = {}
+        for form, label in zip(forms, labels, strict=True):  # the first round warms the caches
+            with _recording(engine) as sent[label]:
+                await commands.run(Chat("telegram", "900"), "recent", form, allowed)
+            if explain:
+                await _explain(engine, label, sent[label])
+                for statement, _ in sent[label]:
+                    print("    sent: " + " ".join(statement.split())[:150])
+        timings: dict[str, list[float]] = {label: [] for label in labels}
+        raw: dict[str, list[float]] = {label: [] for label in labels}
+        for n in range(queries):
+            form, label = forms[n % len(forms)], labels[n % len(forms)]
             t0 = time.perf_counter()
             reply = await commands.run(Chat("telegram", str(900 + n % 50)), "recent", form, allowed)
             reply_parts(reply.lines)
-            if n >= len(forms):  # the first round warms the caches
-                timings[" ".join(form) or "(default)"].append(time.perf_counter() - t0)
+            timings[label].append(time.perf_counter() - t0)
+            raw[label].append(await _raw(engine, sent[label]))
     every = [t for samples in timings.values() for t in samples]
-    print(f"  all {len(every)} queries: p50 {1000 * statistics.median(every):.1f} ms, "
-          f"p99 {1000 * _percentile(every, 0.99):.1f} ms")
-    for label, samples in timings.items():
-        print(f"  /recent {label}: p50 {1000 * statistics.median(samples):.1f} ms, "
-              f"p99 {1000 * _percentile(samples, 0.99):.1f} ms")
+    print(f"  all {len(every)} queries: {_ms(every)}; raw SQL: {_ms([t for s in raw.values() for t in s])}")
+    for label in labels:
+        ratio = _percentile(timings[label], 0.99) / _percentile(raw[label], 0.99)
+        print(f"  /recent {label:<16} {_ms(timings[label])}   raw SQL ({len(sent[label])} statements) "
+              f"{_ms(raw[label])}   p99 x raw {ratio:.2f}")
 
 
 async def main() -> None:
@@ -177,13 +258,14 @@ async def main() -> None:
     parser.add_argument("--database-url", default=None,
                         help="an empty database for the /recent part (default: a fresh SQLite file)")
     parser.add_argument("--skip-broadcast", action="store_true")
+    parser.add_argument("--explain", action="store_true", help="print the query plan of each /recent form")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite+aiosqlite:///{tmp}/broadcast.db"
         if not args.skip_broadcast:
             await broadcast(args.chats, url, Path(tmp))
         url = args.database_url or f"sqlite+aiosqlite:///{tmp}/recent.db"
-        await recent_latency(args.events, args.queries, url)
+        await recent_latency(args.events, args.queries, url, args.explain)
 
 
 if __name__ == "__main__":

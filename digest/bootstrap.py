@@ -14,8 +14,12 @@ when a command needs them.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import datetime as dt
+import functools
+import gc
+import re
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
@@ -138,14 +142,79 @@ async def run_lock(settings: Settings, name: str, *, wait: bool = True,
 
 @asynccontextmanager
 async def database(settings: Settings) -> AsyncIterator[SessionFactory]:
-    """The database, migrated to head, for the body's length; a new default one is named on stderr."""
+    """The database, migrated to head, for the body's length; a new default one is named on stderr.
+
+    A database already at the head costs one SELECT: Alembic (with Mako and every dialect's
+    DDL, a tenth of a second to import) loads only when there is something to migrate.
+    """
     from digest.store.db import open_database
 
     fresh = _fresh_default_sqlite(settings)
-    async with open_database(settings.database_url) as sessions:
+    async with open_database(settings.database_url, upgrade=False) as sessions:
+        await _migrate_unless_current(sessions)
         if fresh is not None:  # run from another directory? say once which database that made
             print(f"digest: created a new database at {fresh}", file=sys.stderr)
         yield sessions
+
+
+async def _migrate_unless_current(sessions: SessionFactory) -> None:
+    """Migrate to head unless ``alembic_version`` already names the one head of the shipped scripts."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from digest.domain.errors import StorageError
+    from digest.store.db import migrate
+
+    engine = sessions.kw["bind"]
+    assert isinstance(engine, AsyncEngine)
+    head = schema_head()
+    if head is not None:
+        try:
+            async with engine.connect() as conn:
+                try:
+                    found = set((await conn.scalars(text("SELECT version_num FROM alembic_version"))).all())
+                except DBAPIError:  # no such table yet: a new database
+                    found = set()
+        except (SQLAlchemyError, OSError) as exc:  # the server is not there: say so once, not twice
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StorageError(f"cannot open the database: {first}") from exc
+        if found == {head}:
+            return
+    await migrate(engine)
+
+
+_REVISION = re.compile(r"^(revision|down_revision)\s*(?::[^=\n]*)?=\s*(.+?)\s*$", re.MULTILINE)
+
+
+@functools.cache
+def schema_head() -> str | None:
+    """The one head revision of the shipped migrations, read from their text without Alembic.
+
+    None (so Alembic decides) when a script does not state both ids as literals or the
+    scripts do not end in exactly one head.
+    """
+    from digest.resources import alembic_dir
+
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for script in sorted((alembic_dir() / "versions").glob("*.py")):
+        ids: dict[str, object] = {}
+        for name, value in _REVISION.findall(script.read_text(encoding="utf-8")):
+            try:
+                ids[name] = ast.literal_eval(value)
+            except (ValueError, SyntaxError):
+                return None
+        revision, down = ids.get("revision"), ids.get("down_revision", ...)
+        if not isinstance(revision, str) or down is ...:
+            return None
+        revisions.add(revision)
+        downs = down if isinstance(down, (tuple, list)) else (down,)
+        if not all(d is None or isinstance(d, str) for d in downs):
+            return None
+        parents.update(d for d in downs if isinstance(d, str))
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
 
 
 def _fresh_default_sqlite(settings: Settings) -> str | None:
@@ -271,6 +340,7 @@ def web_app(settings: Settings, sessions: SessionFactory, *, next_run: NextRun |
     """The web app; its confirmation mails go out on the newsletters' channel, one channel per mail."""
     from digest.deliver.confirm_mail import one_shot
     from digest.web.app import create_app
+    from digest.web.hooks import load_webhooks, mount_webhooks
     from digest.web.meta import Discussion
     from digest.web.subscribe import SubscriptionSetup
 
@@ -278,10 +348,11 @@ def web_app(settings: Settings, sessions: SessionFactory, *, next_run: NextRun |
                       settings.telegram_discussion_url)  # where readers discuss a digest
     mail = SubscriptionSetup(secret=settings.secret(), identity=mail_identity(settings),
                              send_mail=one_shot(lambda: email_channel(settings)))
-    return create_app(sessions, renderer(settings), site_url=settings.site_url,
-                      default_locale=settings.locales[0], timezone=settings.timezone, clock=clock(settings),
-                      subscriptions=mail, trusted_proxies=settings.trusted_proxies,
-                      next_run=next_run, metrics=metrics, discussion=talk)
+    app = create_app(sessions, renderer(settings), site_url=settings.site_url,
+                     default_locale=settings.locales[0], timezone=settings.timezone, clock=clock(settings),
+                     subscriptions=mail, trusted_proxies=settings.trusted_proxies,
+                     next_run=next_run, metrics=metrics, discussion=talk)
+    return mount_webhooks(app, load_webhooks(settings, sessions))  # e.g. Telegram's, when its URL is set
 
 
 def preview_eml(view: DigestView, settings: Settings, address: str = PREVIEW_ADDRESS,
@@ -361,8 +432,19 @@ def service(settings: Settings, sessions: SessionFactory, stop: asyncio.Event, p
                    lambda name: run_lock(settings, name), clock(settings), stop, parts, scheduled)
 
 
+def settle_heap() -> None:
+    """Hide what start-up built from the cycle collector (``gc.freeze``), once a long run begins.
+
+    The modules, the ORM's mappings, the app: a couple of hundred thousand objects that live as
+    long as the process, which every full collection would walk again, tens of milliseconds in
+    the middle of some request. Garbage made so far is collected first, so none is kept for good.
+    """
+    gc.collect()
+    gc.freeze()
+
+
 def secrets(settings: Settings) -> list[str]:
     """Every configured secret value: none of them may appear in a log line or a report."""
     values = [settings.llm_api_key, settings.smtp_password, settings.telegram_token, settings.discord_token,
-              settings.secret_key]
+              settings.secret_key, settings.telegram_webhook_secret]
     return [value.get_secret_value() for value in values if value is not None and value.get_secret_value()]

@@ -1,40 +1,95 @@
 """``digest --help`` imports no heavy library (in the style of lemon24/reader's test_lazy_imports).
 
-A fresh interpreter runs the CLI's help and prints ``sys.modules``: a module
-that imports a client library at its top would show up here long before anyone
-notices the second of start-up it costs.
+A fresh interpreter runs the CLI and prints ``sys.modules``: a module that imports a
+client library at its top would show up here long before anyone notices the second of
+start-up it costs. A command that reads a database already at the head of the
+migrations does not load Alembic (nor Mako and Pygments behind it); one that is behind
+still gets migrated.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from alembic.script import ScriptDirectory
+from sqlalchemy import text
+
+from digest import bootstrap
+from digest.config import load_settings
+from digest.store.db import alembic_config, make_engine, migrate, open_database
+from tests.archive import DAY, build_archive
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("sqlalchemy", "openai", "jinja2", "feedparser", "httpx", "discord", "telegram", "aiosmtplib",
          "alembic", "starlette", "uvicorn", "pydantic", "pydantic_settings", "email_validator")
+# what printing a built digest needs none of: the migration tool, the network clients, the web server
+NOT_FOR_PREVIEW = ("alembic", "mako", "pygments", "openai", "feedparser", "httpx", "discord", "telegram",
+                   "aiosmtplib", "starlette", "uvicorn")
 SCRIPT = """
 import sys
 from digest.cli.main import main
 try:
-    main({argv!r})
-except SystemExit:
-    pass
-print(" ".join(sorted({{name.split(".")[0] for name in sys.modules}})), file=sys.stderr)
+    code = main({argv!r})
+except SystemExit as exc:
+    code = exc.code
+print(code, " ".join(sorted({{name.split(".")[0] for name in sys.modules}})), file=sys.stderr)
 """
+
+
+def run_cli(argv: list[str], env: dict[str, str] | None = None,
+            cwd: Path = ROOT) -> tuple[object, set[str]]:
+    """The exit code of ``digest ARGV`` in a fresh interpreter, and the top-level packages it then holds."""
+    out = subprocess.run([sys.executable, "-c", SCRIPT.format(argv=argv)], capture_output=True,
+                         text=True, cwd=cwd, timeout=120, check=True, env=env)
+    code, *names = out.stderr.strip().splitlines()[-1].split()
+    return code, set(names)
 
 
 def loaded_by(argv: list[str]) -> set[str]:
     """The top-level packages a fresh interpreter holds after ``digest ARGV`` (help or a usage error)."""
-    out = subprocess.run([sys.executable, "-c", SCRIPT.format(argv=argv)], capture_output=True,
-                         text=True, cwd=ROOT, timeout=120, check=True)
-    return set(out.stderr.strip().splitlines()[-1].split())
+    return run_cli(argv)[1]
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["sources", "--help"], ["preview", "--help"],
                                   ["subscribers", "remove", "--help"], ["buidl"]])
 def test_help_and_usage_errors_import_no_heavy_library(argv: list[str]) -> None:
     assert loaded_by(argv) & set(HEAVY) == set()
+
+
+def _env(tmp_path: Path, url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DIGEST_")}
+    env.update(DIGEST_DATABASE_URL=url, DIGEST_VAR_DIR=str(tmp_path / "var"))
+    return env
+
+
+@pytest.mark.parametrize("fmt", ["md", "json"])
+async def test_preview_of_a_current_database_loads_no_migration_tool(tmp_path: Path, fmt: str) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'lazy.db'}"
+    async with open_database(url) as sessions:
+        await build_archive(sessions)
+    code, loaded = run_cli(["preview", "--date", DAY.isoformat(), "--format", fmt], _env(tmp_path, url),
+                           cwd=tmp_path)
+    assert code == "0"
+    assert {"sqlalchemy", "aiosqlite", "pydantic_settings"} <= loaded  # it did read the digest
+    assert loaded & set(NOT_FOR_PREVIEW) == set()
+
+
+def test_the_head_read_without_alembic_is_alembics() -> None:
+    assert bootstrap.schema_head() == ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+async def test_a_database_behind_the_head_is_migrated_on_open(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'old.db'}"
+    engine = make_engine(url)
+    try:
+        await migrate(engine, "0005")
+    finally:
+        await engine.dispose()
+    async with bootstrap.database(load_settings(database_url=url, var_dir=tmp_path / "var")) as sessions, \
+            sessions() as session:
+        found = (await session.scalars(text("SELECT version_num FROM alembic_version"))).all()
+    assert found == [bootstrap.schema_head()] and found != ["0005"]

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import gc
+import gzip
+import zlib
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,9 +28,9 @@ from digest.build.pipeline import BuildOptions, build_digest
 from digest.store.db import SessionFactory, make_engine, make_session_factory
 from digest.store.models import Digest
 from digest.web.app import create_app
-from digest.web.cache import Cached, PageCache, not_modified
+from digest.web.cache import READS_SLOT, Cached, Gzipped, PageCache, not_modified
 from digest.web.reads import REPEAT, ReadCounts, is_reader
-from tests.archive import DATES, NOW, SITE_URL, TZ, Archive, build_archive, renderer
+from tests.archive import DATES, NOW, SITE_URL, TZ, Archive, build_archive, renderer, served_archive
 from tests.smtpserver import SMTPTestServer, smtp_server
 from tests.webapp import site, token_in
 
@@ -152,6 +156,66 @@ async def test_pages_are_gzipped_when_the_client_accepts_it(
     assert "content-encoding" not in small.headers  # under a kilobyte: not worth it
 
 
+async def test_a_cached_page_is_gzipped_once_whatever_its_read_count(
+    sessions: SessionFactory, archive: Archive, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache, reads = PageCache(), ReadCounts(sessions, lambda: NOW)
+    packers: list[tuple[Any, ...]] = []
+    real = zlib.compressobj
+
+    def counted(*args: Any, **kwargs: Any) -> Any:  # every gzip made anywhere in the process
+        packers.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(zlib, "compressobj", counted)
+    gz = {"accept-encoding": "gzip, deflate, br"}
+    async with client(sessions, cache=cache, reads=reads) as c:
+        first = await c.get(f"/d/{DAY}", headers=gz)
+        made = len(packers)
+        assert made == 2 and cache.compressions == 1 and reads_in(first) == 1  # before and after the slot
+        async with client(sessions, peer="192.0.2.9", cache=cache, reads=reads) as other:  # a new count
+            second = await other.get(f"/d/{DAY}", headers=gz)
+        index = [await c.get("/", headers=gz) for _ in range(2)]
+        assert len(packers) == made + 1 and cache.compressions == 2  # the index, once
+        again = await c.get(f"/d/{DAY}", headers=gz)
+        plain = await c.get(f"/d/{DAY}", headers={"accept-encoding": "identity"})
+        assert len(packers) == made + 1 and (cache.renders, cache.compressions) == (2, 2)
+        current = await c.get(f"/d/{DAY}", headers={**gz, "if-none-match": again.headers["etag"]})
+    assert first.headers["content-encoding"] == second.headers["content-encoding"] == "gzip"
+    assert reads_in(second) == reads_in(again) == reads_in(plain) == 2
+    assert again.content == plain.content and "content-encoding" not in plain.headers
+    assert second.content.replace(b'"reads">2<', b'"reads">1<') == first.content
+    for name in ("etag", "last-modified", "cache-control", "content-language"):
+        assert again.headers[name] == plain.headers[name], name  # one validator under both encodings
+    assert again.headers["vary"] == plain.headers["vary"] == "Accept-Language, Accept-Encoding"
+    assert index[0].headers["content-encoding"] == "gzip" and index[0].content == index[1].content
+    assert (current.status_code, current.content) == (304, b"")
+    assert current.headers["etag"] == again.headers["etag"] and "Accept-Encoding" in current.headers["vary"]
+    assert first.headers["etag"] != second.headers["etag"]  # the count is in the validator
+
+
+@settings(max_examples=200, deadline=None)
+@given(before=st.binary(max_size=3000), after=st.binary(max_size=3000),
+       fill=st.one_of(st.binary(max_size=40), st.just(b"x" * 70_000)), slot=st.booleans())
+def test_a_gzip_member_with_any_fill_is_the_filled_body(before: bytes, after: bytes, fill: bytes,
+                                                        slot: bool) -> None:
+    body = before.replace(READS_SLOT, b"") + (READS_SLOT if slot else b"") + after.replace(READS_SLOT, b"")
+    zipped = Gzipped.of(body)
+    want = body.replace(READS_SLOT, fill, 1)
+    member = zipped.member(fill)
+    assert gzip.decompress(member) == want
+    assert zlib.decompress(member, wbits=31) == want  # one member: no trailing data
+    if not slot:
+        assert member is zipped.member(b"other")  # nothing to fill: the same bytes every time
+
+
+def test_small_bodies_are_not_compressed_and_large_ones_are() -> None:
+    when = dt.datetime(2026, 9, 29, tzinfo=dt.UTC)
+    assert Cached.of("<p>x</p>", "text/html", when).compressed().zipped is None
+    big = Cached.of("<p>" + "compiler " * 400 + "</p>", "text/html", when).compressed()
+    assert big.zipped is not None and len(big.zipped.member(b"")) < len(big.body) // 10
+
+
 async def test_pages_with_tokens_are_never_compressed(
     sessions: SessionFactory, archive: Archive, smtp: SMTPTestServer
 ) -> None:
@@ -241,6 +305,27 @@ async def test_reads_are_stored_when_uvicorn_shuts_down(sqlite_sessions: Session
     server.should_exit = True
     await serving
     assert (await stored_reads(sqlite_sessions), await stored_reads(sqlite_sessions, DATES[1])) == (1, 1)
+
+
+@pytest.fixture
+def thawed() -> Iterator[None]:
+    """Whatever a test freezes goes back to the collector afterwards (the suite runs on)."""
+    gc.unfreeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+async def test_the_served_app_hides_its_start_up_heap_from_the_collector(
+    tmp_path: Path, thawed: None
+) -> None:
+    assert gc.get_freeze_count() == 0
+    async with served_archive(tmp_path) as (base, _):
+        frozen = gc.get_freeze_count()  # start-up's objects: full collections no longer walk them
+        async with httpx.AsyncClient(base_url=base) as c:
+            assert (await c.get(f"/d/{DAY}")).status_code == 200
+    assert frozen > 10_000
 
 
 def _request(headers: dict[str, str]) -> Request:

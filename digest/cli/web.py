@@ -146,6 +146,7 @@ async def run_web(settings: Settings, host: str, port: int, on_server: OnServer 
             server = make_server(bootstrap.web_app(settings, sessions), host, port, on_started)
             if on_server is not None:
                 on_server(server)
+            bootstrap.settle_heap()
             await server.serve(sockets=[sock])
     finally:
         sock.close()
@@ -190,6 +191,7 @@ async def run_service(settings: Settings, args: argparse.Namespace, on_started: 
             logging.getLogger("digest.service").info(
                 "service starting: web, %s, schedule %s", ", ".join(n for n, _ in parts) or "no bots",
                 "off" if args.no_schedule else redact.clean(settings.schedule))
+            bootstrap.settle_heap()
             await service.run()
     finally:
         sock.close()

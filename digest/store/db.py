@@ -8,10 +8,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import Connection, event, func, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
@@ -24,6 +22,9 @@ from sqlalchemy.ext.asyncio import (
 
 from digest.domain.errors import StorageError
 from digest.resources import alembic_dir
+
+if TYPE_CHECKING:
+    from alembic.config import Config  # alembic (and mako) load only to migrate
 
 SessionFactory = async_sessionmaker[AsyncSession]
 
@@ -46,6 +47,8 @@ def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
     """An async engine for ``url``; SQLite gets foreign keys, WAL and a busy timeout."""
     try:
         _prepare_sqlite_path(url)
+        if make_url(url).get_backend_name() != "sqlite":  # [reconnection] a restarted server's
+            kwargs.setdefault("pool_pre_ping", True)      # dead connections are replaced at checkout
         engine = create_async_engine(url, **kwargs)
     except (SQLAlchemyError, ValueError, ImportError) as exc:
         raise StorageError(f"DIGEST_DATABASE_URL: cannot use {url!r}: {exc}") from exc
@@ -61,6 +64,8 @@ def make_session_factory(engine: AsyncEngine) -> SessionFactory:
 
 def alembic_config(url: str | None = None) -> Config:
     """An Alembic config pointing at the shipped scripts."""
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(alembic_dir()))
     if url:
@@ -80,6 +85,8 @@ def _one_migration_at_a_time(connection: Connection) -> None:
 
 
 def _run_upgrade(connection: Connection, revision: str) -> None:
+    from alembic import command
+
     _one_migration_at_a_time(connection)
     cfg = alembic_config()
     cfg.attributes["connection"] = connection
@@ -109,3 +116,35 @@ async def open_database(url: str, *, upgrade: bool = True) -> AsyncIterator[Sess
         yield make_session_factory(engine)
     finally:
         await engine.dispose()
+
+
+# -- [reconnection] a restart or failover of the database server ----------------------------------
+
+_DISCONNECT_STATES = frozenset({"57P01", "57P02", "57P03"})  # admin/crash shutdown, cannot connect now
+
+
+def is_disconnect(exc: BaseException) -> bool:
+    """True when ``exc`` means the database connection was lost or cannot be opened right now.
+
+    A server restart or failover ends every connection (SQLAlchemy flags the error
+    ``connection_invalidated`` and renews its pool) and refuses new ones until it is
+    back (connection refused; PostgreSQL's 57P03 "the database system is starting
+    up"). Anything else (a constraint, a bad statement, a full disk) is not one.
+    """
+    from sqlalchemy.exc import DBAPIError
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, DBAPIError) and current.connection_invalidated:
+            return True
+        if isinstance(current, OSError):
+            return True
+        state = str(getattr(current, "sqlstate", None) or getattr(current, "pgcode", None) or "")
+        if state.startswith("08") or state in _DISCONNECT_STATES:
+            return True
+        orig = getattr(current, "orig", None)
+        current = orig if isinstance(orig, BaseException) and id(orig) not in seen else current.__cause__
+    return False
+

@@ -25,7 +25,8 @@ Built pages (a digest, the index, an event, ``/api/events``) are rendered once p
 stamp of their data and served from :class:`digest.web.cache.PageCache` with an
 ETag (304 on If-None-Match); read counts are tallied in memory and stored by the
 app's lifespan task (:class:`digest.web.reads.ReadCounts`); bodies over 1 KB are
-gzipped when the client accepts it.
+gzipped when the client accepts it: a cached page once, with its body (:class:`digest.web.cache.Gzipped`),
+anything else per response by the gzip middleware.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ from digest.store import queries
 from digest.store.db import SessionFactory
 from digest.store.reports import latest_report
 from digest.web.api import MAX_PAGE, JsonApi, int_param, parse_date
-from digest.web.cache import HTML, Cached, PageCache, respond
+from digest.web.cache import GZIP_LEVEL, GZIP_OVER, HTML, Cached, PageCache, respond
 from digest.web.locale import content_language, negotiate
 from digest.web.meta import Discussion, MetaRoutes
 from digest.web.pages import Chrome, Pages, WebLinks, lang_switch
@@ -72,7 +73,6 @@ Clock = Callable[[], dt.datetime]
 NextRun = Callable[[], dt.datetime | None]
 FEED_ENTRIES = 20
 NO_STORE = {"cache-control": "no-store"}
-GZIP_OVER = 1024  # bytes: smaller bodies gain too little to pay for compressing
 
 SECURITY_HEADERS = {
     "content-security-policy": (
@@ -162,7 +162,7 @@ class CompressPublic:
 
     def __init__(self, app: ASGIApp, secret_paths: frozenset[str] = frozenset()) -> None:
         self.plain = app
-        self.zipped = GZipMiddleware(app, minimum_size=GZIP_OVER, compresslevel=6)
+        self.zipped = GZipMiddleware(app, minimum_size=GZIP_OVER, compresslevel=GZIP_LEVEL)
         self.secret_paths = secret_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
