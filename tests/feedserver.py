@@ -3,14 +3,18 @@
 Each path serves a queue of :class:`Reply` objects (the last one repeats), so
 a test can script "500, then 200". A reply can carry an ETag/Last-Modified
 (and then answers 304 to a matching If-None-Match / If-Modified-Since), drip
-its body slowly, stream a huge body without holding it in memory, or redirect.
-Every request is recorded with its headers.
+its body slowly, stream a huge body without holding it in memory (``padding``:
+10 GB costs nothing until someone reads it), hang without answering
+(``hang``: released when the server stops), or redirect. Every request is
+recorded with its headers, and the body bytes written to each path are
+counted (``sent``), so a test can see that a client stopped reading.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,6 +35,7 @@ class Reply:
     drip_chunk: int = 16
     padding: int = 0  # extra bytes streamed after ``body`` (huge bodies)
     content_length: bool = True  # send Content-Length (False: read until close)
+    hang: float = 0.0  # seconds to wait before answering anything (ended early by the server's stop)
 
 
 @dataclass
@@ -47,6 +52,8 @@ class FeedServer:
 
     def __init__(self) -> None:
         self.requests: list[Request] = []
+        self.sent: Counter[str] = Counter()  # body bytes written per path
+        self.closing = threading.Event()
         self._routes: dict[str, list[Reply]] = {}
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
@@ -60,6 +67,7 @@ class FeedServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.closing.set()
         self._server.shutdown()
         self._server.server_close()
 
@@ -103,6 +111,8 @@ def _handler_for(server: FeedServer) -> type[BaseHTTPRequestHandler]:
             if reply is None:
                 self.send_error(404, "no such route")
                 return
+            if reply.hang and server.closing.wait(reply.hang):
+                return
             if _not_modified(reply, request.headers):
                 self.send_response(304)
                 self._validators(reply)
@@ -128,8 +138,12 @@ def _handler_for(server: FeedServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             try:
                 for chunk in _chunks(reply):
+                    if server.closing.is_set():
+                        return
                     self.wfile.write(chunk)
                     self.wfile.flush()
+                    with server._lock:
+                        server.sent[self.path] += len(chunk)
                     if reply.drip_delay:
                         time.sleep(reply.drip_delay)
             except (BrokenPipeError, ConnectionResetError):

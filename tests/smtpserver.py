@@ -7,6 +7,8 @@ accepted message: envelope, raw bytes and the parsed message. Faults, set on
 - ``refuse``: mailboxes answered ``550`` at RCPT TO (a permanent refusal);
 - ``defer_first``: mailboxes whose first DATA gets ``451`` (a transient refusal);
 - ``drop_first``: mailboxes whose first DATA drops the connection before answering;
+- ``cut_first``: mailboxes whose first DATA is cut off in the middle: the server
+  reads ``cut_after`` lines of the message, then drops the connection (no answer);
 - ``password``: AUTH required; any other password gets ``535``;
 - ``delay``: seconds spent on each message before answering (slow mode).
 
@@ -60,6 +62,8 @@ class Faults:
     refuse: set[str] = field(default_factory=set)
     defer_first: set[str] = field(default_factory=set)
     drop_first: set[str] = field(default_factory=set)
+    cut_first: set[str] = field(default_factory=set)
+    cut_after: int = 5  # lines of the message read before a cut
     password: str | None = None
     delay: float = 0.0
 
@@ -71,6 +75,7 @@ class RecordingHandler:
         self.faults = faults
         self.received: list[Received] = []
         self.data_attempts: Counter[str] = Counter()
+        self.cut: Counter[str] = Counter()  # transfers cut off mid-DATA, per mailbox
         self.connections = 0
         self.lock = threading.Lock()
 
@@ -100,11 +105,37 @@ class RecordingHandler:
             self.received.append(Received(str(envelope.mail_from), tuple(envelope.rcpt_tos), content))
         return "250 Message accepted for delivery"
 
+    def cut_now(self, rcpt: str) -> bool:
+        """True (once per mailbox) when this DATA of ``rcpt`` is to be cut off in the middle."""
+        with self.lock:
+            if rcpt not in self.faults.cut_first or self.cut[rcpt]:
+                return False
+            self.cut[rcpt] += 1
+            self.data_attempts[rcpt] += 1
+            return True
+
     def authenticate(self, server: SMTPServer, session: Session, envelope: Envelope,
                      mechanism: str, auth_data: Any) -> AuthResult:
         """Accept only the configured password."""
         ok = isinstance(auth_data, LoginPassword) and auth_data.password.decode() == self.faults.password
         return AuthResult(success=ok, handled=False)
+
+
+class _FaultySMTP(SMTPServer):
+    """aiosmtpd's server, able to drop a connection in the middle of a message (``cut_first``)."""
+
+    async def smtp_DATA(self, arg: str) -> None:
+        handler = self.event_handler
+        envelope = self.envelope
+        if (isinstance(handler, RecordingHandler) and envelope is not None and envelope.rcpt_tos
+                and not arg and handler.cut_now(envelope.rcpt_tos[0])):
+            await self.push("354 End data with <CR><LF>.<CR><LF>")
+            for _ in range(handler.faults.cut_after):
+                await self._reader.readuntil(b"\r\n")
+            assert self.transport is not None
+            self.transport.abort()
+            return
+        await super().smtp_DATA(arg)
 
 
 class _EphemeralController(Controller):
@@ -124,7 +155,7 @@ class _EphemeralController(Controller):
         handler.connections += 1
         with warnings.catch_warnings():  # AUTH without TLS is what a loopback test wants
             warnings.simplefilter("ignore")
-            return super().factory()  # type: ignore[no-any-return]
+            return _FaultySMTP(self.handler, **self.SMTP_kwargs)
 
 
 class SMTPTestServer:

@@ -26,14 +26,15 @@ import datetime as dt
 import functools
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from digest.deliver.channels import Message, Outcome, PushChannel
 from digest.deliver.mailer import EmailTemplate, MailIdentity, message_id, personal_links, single_copy
 from digest.deliver.outbox import (
     Claimed,
+    Held,
     digests_with_work,
     failed_by_bug,
     held_rows,
@@ -42,7 +43,7 @@ from digest.deliver.outbox import (
     requeue_failed,
 )
 from digest.deliver.planning import KeptCache, digest_events, joined_after, plan_deliveries
-from digest.deliver.retry import send_with_retry
+from digest.deliver.retry import send_with_retry, through_outage
 from digest.deliver.sending import (
     Clock,
     ComposeError,
@@ -59,10 +60,11 @@ from digest.domain.ratelimit import Sleep
 from digest.domain.status import ChannelName
 from digest.domain.views import DigestView, filter_view
 from digest.render.renderer import Renderer
-from digest.store.db import SessionFactory
+from digest.store.db import SessionFactory, is_disconnect
 from digest.store.queries import get_digest, load_view
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -290,10 +292,18 @@ class Runner:
             raise
         await self._count_held(report, digest_id)
 
+    async def _steady(self, what: str, step: Callable[[], Awaitable[T]]) -> T:
+        """A read that waits out a lost database connection for up to one lease (then StorageError)."""
+        patience = self.options.send.lease.total_seconds()
+        return await through_outage(step, lost=is_disconnect, patience=patience, sleep=self.sleep, what=what)
+
     async def _count_held(self, report: PublishReport, digest_id: int | None) -> None:
         """Rows under another run's unexpired lease (ours are all released by now)."""
-        async with self.sessions() as session:
-            held = await held_rows(session, self.clock(), digest_id)
+        async def read() -> dict[str, Held]:
+            async with self.sessions() as session:
+                return await held_rows(session, self.clock(), digest_id)
+
+        held = await self._steady("counting held rows", read)
         for name, found in held.items():
             tally = report.tally(name)
             tally.held, tally.held_until = found.rows, found.until
@@ -370,8 +380,11 @@ class Runner:
     async def drain(self, report: PublishReport, digest_id: int | None = None, *,
                     count_unconfigured: bool = True) -> None:
         """Send what is claimable on every configured channel, channels side by side."""
-        async with self.sessions() as session:
-            pending = await pending_counts(session, digest_id)
+        async def read() -> dict[str, int]:
+            async with self.sessions() as session:
+                return await pending_counts(session, digest_id)
+
+        pending = await self._steady("counting pending rows", read)
         runs = []
         for name, rows in sorted(pending.items()):
             match self.channels.get(name):
@@ -396,11 +409,14 @@ class Runner:
         if self.options.retry_failed:
             async with self.sessions.begin() as session:
                 self._count_requeued(report, await requeue_failed(session))
-        while not self.stop.is_set():
+        async def sweep() -> list[tuple[int, dt.date]]:
             async with self.sessions() as session:
                 pending = await pending_counts(session)
                 names = [n for n in pending if self.channels.configured(n)]
-                digests = await digests_with_work(session, names) if names else []
+                return await digests_with_work(session, names) if names else []
+
+        while not self.stop.is_set():
+            digests = await self._steady("looking for work", sweep)
             for digest_id, _ in digests:
                 await self.drain(report, digest_id, count_unconfigured=False)
             if once:

@@ -19,6 +19,12 @@ heartbeat renews the lease of every row the run holds (claimed, queued or in
 flight) every ``heartbeat``, so a slow live sender never loses its rows.
 
 Retries follow the one policy of :mod:`digest.deliver.retry` (``SendOptions.retry``).
+The database going away (a restart, a failover) stops nothing at once: every
+claim, render load, shared-rate take and outcome waits it out
+(:func:`~digest.deliver.retry.through_outage`) for up to one lease, the time
+after which its rows would be another worker's anyway; then the run stops with
+one line. An outcome whose commit was cut off is written again (the same
+values); a cut-off claim's rows are taken over after their lease (``resent``).
 A FATAL verdict stops the run: no new sends, the rows not yet sent are put
 back to planned (not counted as attempts), and :class:`DeliveryError` is raised.
 """
@@ -28,22 +34,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from digest import metrics
 from digest.deliver.channels import Message, Outcome, PushChannel, SendResult
 from digest.deliver.outbox import MAX_ATTEMPTS, Claimed, Record
-from digest.deliver.retry import RetryPolicy, send_with_retry
+from digest.deliver.retry import RetryPolicy, send_with_retry, through_outage
 from digest.deliver.writer import Writer
 from digest.domain.errors import DigestError
 from digest.domain.ratelimit import Sleep
 from digest.domain.status import ChannelName, DeliveryStatus, FailureKind, SubscriberStatus
+from digest.store.db import is_disconnect
 
 log = logging.getLogger(__name__)
 Clock = Callable[[], dt.datetime]
+T = TypeVar("T")
 
 
 class DeliveryError(DigestError):
@@ -204,12 +213,9 @@ class Dispatch:
                 self._room.clear()
                 await self._room.wait()
                 continue
-            now = self.clock()
-            stale = stale_checked is None or now - stale_checked >= self.options.lease / 4
-            batch = await self.writer.claim(
-                digest_id=self.digest_id, channels=[self.name], limit=free, now=now, stale=stale,
-                lease=self.options.lease, planned_before=min(started, now - self.options.retry_later),
-                exclude=frozenset(self._held))
+            stale = stale_checked is None or self.clock() - stale_checked >= self.options.lease / 4
+            now, batch = await self._steady("claiming deliveries", functools.partial(
+                self._claim, started, free, stale))
             stale_checked = now if stale else stale_checked
             if not batch and not stale:
                 stale_checked = None
@@ -217,9 +223,17 @@ class Dispatch:
             if not batch:
                 return
             self._held.update(item.delivery_id for item in batch)
-            await self.prepare(batch)
+            await self._steady("loading the digest", functools.partial(self.prepare, batch))
             for item in batch:
                 queue.put_nowait(item)
+
+    async def _claim(self, started: dt.datetime, free: int, stale: bool) -> tuple[dt.datetime, list[Claimed]]:
+        """Claim up to ``free`` rows as of now (a claim tried again after an outage is as of then)."""
+        now = self.clock()
+        return now, await self.writer.claim(
+            digest_id=self.digest_id, channels=[self.name], limit=free, now=now, stale=stale,
+            lease=self.options.lease, planned_before=min(started, now - self.options.retry_later),
+            exclude=frozenset(self._held))
 
     async def _work(self, queue: asyncio.Queue[Claimed | None]) -> None:
         while (item := await queue.get()) is not None:
@@ -237,6 +251,15 @@ class Dispatch:
                 if self.progress:
                     self.progress(self.name, self.tally)
 
+    async def _steady(self, what: str, step: Callable[[], Awaitable[T]]) -> T:
+        """A database step that waits out a lost connection, for up to one lease (then StorageError)."""
+        return await through_outage(step, lost=is_disconnect, patience=self.options.lease.total_seconds(),
+                                    sleep=self.sleep, what=f"{self.name}: {what}")
+
+    async def _write(self, record: Record) -> None:
+        """Commit ``record`` (again, after a lost connection: the update is the same)."""
+        await self._steady("recording a delivery", lambda: self.writer.write(record))
+
     def _record(self, item: Claimed, status: DeliveryStatus, attempts: int, parts_sent: int,
                 mid: str | None, *, error: str | None = None, claimed_at: dt.datetime | None = None,
                 total: int = 0, **extra: Any) -> Record:
@@ -247,14 +270,14 @@ class Dispatch:
 
     async def _put_back(self, item: Claimed, attempts: int, parts_sent: int, mid: str | None) -> None:
         """Release an unsent row (the run is stopping): not an attempt, claimable at once."""
-        await self.writer.write(self._record(item, DeliveryStatus.PLANNED, attempts, parts_sent, mid))
+        await self._write(self._record(item, DeliveryStatus.PLANNED, attempts, parts_sent, mid))
 
     async def _deliver(self, item: Claimed) -> None:
         if item.subscriber_status != SubscriberStatus.ACTIVE:
             self.tally.skipped += 1
             why = f"subscriber {item.subscriber_status}"
-            await self.writer.write(self._record(item, DeliveryStatus.SKIPPED, item.attempts, item.parts_sent,
-                                                 item.message_id, error=why, claimed_at=self.clock()))
+            await self._write(self._record(item, DeliveryStatus.SKIPPED, item.attempts, item.parts_sent,
+                                           item.message_id, error=why, claimed_at=self.clock()))
             return
         try:
             message = self.compose(item)
@@ -272,15 +295,17 @@ class Dispatch:
 
         async def send() -> SendResult:
             nonlocal start, thread
-            result = await metrics.active().timed(self.channel.name, self.channel.send(
-                replace(message, start_part=start, thread_id=thread)))
+            # The database is touched before a part goes (a shared rate take): a lost connection
+            # there is waited out and the part sent then.
+            result = await self._steady("waiting for the rate", lambda: metrics.active().timed(
+                self.channel.name, self.channel.send(replace(message, start_part=start, thread_id=thread))))
             start, thread = max(start, result.parts_sent), result.thread_id or thread
             return result
 
         async def between(result: SendResult, sends: int) -> None:
             metrics.active().waited(self.channel.name, result.retry_after)
             now = self.clock()
-            await self.writer.write(self._record(
+            await self._write(self._record(
                 item, DeliveryStatus.SENDING, item.attempts + sends, start, message.message_id,
                 error=result.error, claimed_at=now, total=len(message.parts),
                 lease_until=now + self.options.lease, thread_id=thread))
@@ -325,7 +350,7 @@ class Dispatch:
             status = DeliveryStatus.FAILED
             values.update(failure=self._failure(item, result, cause), mark=self._verdict(item, result))
             self.tally.failed += 1
-        await self.writer.write(self._record(item, status, attempts, result.parts_sent, mid, **values))
+        await self._write(self._record(item, status, attempts, result.parts_sent, mid, **values))
         metrics.active().delivered(self.channel.name, status)
 
     def _failure(self, item: Claimed, result: SendResult, cause: BaseException | None) -> FailureKind:
