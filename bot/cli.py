@@ -11,7 +11,7 @@ import logging
 import signal
 from typing import TYPE_CHECKING
 
-from digest.domain.errors import DigestError
+from digest.domain.errors import ConfigError, DigestError
 from digest.store.db import open_database
 
 if TYPE_CHECKING:
@@ -34,10 +34,20 @@ async def until_signalled() -> None:
 
 
 async def run_telegram(settings: Settings, *, stop: asyncio.Event | None = None) -> int:
-    """Poll Telegram and answer commands until SIGINT or SIGTERM (or ``stop``); the exit code."""
+    """Poll Telegram and answer commands until SIGINT or SIGTERM (or ``stop``); the exit code.
+
+    With DIGEST_TELEGRAM_WEBHOOK_URL the web app receives the updates and nothing polls: in the
+    service (``stop`` given) this part has nothing to do; alone (``digest bot telegram``) it is an error.
+    """
     from bot.telegram_bot import build_application, running, token_of
 
     token_of(settings)  # a missing token is a one-line error before the database is opened
+    if settings.telegram_webhook_url:
+        if stop is None:
+            raise ConfigError("DIGEST_TELEGRAM_WEBHOOK_URL is set: the web app (digest serve) receives "
+                              "Telegram's updates; unset it to poll with `digest bot telegram`")
+        log.info("telegram bot: webhook mode, the web app receives the updates (no polling)")
+        return 0
     async with open_database(settings.database_url) as sessions:
         app = build_application(settings, sessions, clock=settings.clock)
         async with running(app):

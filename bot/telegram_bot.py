@@ -7,6 +7,9 @@
 
     digest publish ─► TelegramChannel.send(Message) ─► RateLimiter ─► sendMessage (parse_mode HTML)
 
+    webhook mode (DIGEST_TELEGRAM_WEBHOOK_URL): Telegram ─POST─► the web app (digest.web.hooks)
+        ─► TelegramWebhook.handle ─► Application.update_queue ─► the same handlers; no getUpdates
+
 Everything untrusted is escaped with ``tg_escape``; only http(s) links are
 kept; link previews are off. Every sendMessage, from a command reply or a
 push, waits for a :class:`~bot.ratelimit.RateLimiter` first. Embedding (the
@@ -21,11 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import hashlib
+import hmac
 import logging
 import warnings
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from telegram import (
     Bot,
@@ -78,6 +84,8 @@ MANAGERS = (ChatMemberStatus.OWNER, ChatMemberStatus.ADMINISTRATOR)
 GONE = ("chat not found", "have no rights to send", "not enough rights to send", "chat_write_forbidden",
         "user is deactivated", "peer_id_invalid", "bot was kicked", "group chat was deactivated")
 App = Application[Any, Any, Any, Any, Any, Any]
+ALLOWED_UPDATES = ["message", "callback_query"]  # what the handlers answer, polled or posted
+WEBHOOK_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
 
 # -- replies as Telegram HTML -------------------------------------------------
@@ -372,11 +380,16 @@ async def edit(query: CallbackQuery, reply: Reply) -> None:
 
 def build_application(settings: Settings, sessions: SessionFactory, *,
                       limiter: RateLimiter | None = None,
-                      clock: Callable[[], dt.datetime] | None = None) -> App:
-    """The Application with every handler; pass ``limiter`` to share one with a TelegramChannel."""
+                      clock: Callable[[], dt.datetime] | None = None, polling: bool = True) -> App:
+    """The Application with every handler; pass ``limiter`` to share one with a TelegramChannel.
+
+    ``polling=False``: no updater (a webhook puts the updates in ``update_queue``).
+    """
     builder = (ApplicationBuilder().application_class(DigestApplication).token(token_of(settings))
                .rate_limiter(LimitedRequests(limiter or RateLimiter()))
                .concurrent_updates(PerChatUpdates()))
+    if not polling:
+        builder = builder.updater(None)
     if settings.telegram_api_base:
         base = settings.telegram_api_base
         builder = builder.base_url(base).base_file_url(file_url(base))
@@ -401,7 +414,7 @@ async def running(app: App, *, poll_timeout: float = 10.0) -> AsyncIterator[App]
         await app.start()
         assert app.updater is not None
         await app.updater.start_polling(timeout=dt.timedelta(seconds=poll_timeout),
-                                        allowed_updates=["message", "callback_query"])
+                                        allowed_updates=ALLOWED_UPDATES)
         try:
             yield app
         finally:
@@ -421,3 +434,70 @@ async def _initialize(app: App) -> None:
         base = app.bot.base_url.removesuffix(token)
         raise DigestError(f"cannot reach the Telegram Bot API at {base}: "
                           f"{exc.message.replace(token, '<token>')}") from None
+
+
+# -- the webhook ----------------------------------------------------------------
+
+def webhook_secret(settings: Settings) -> str:
+    """DIGEST_TELEGRAM_WEBHOOK_SECRET, or one derived from DIGEST_SECRET_KEY; a ConfigError without either.
+
+    Not from a generated key file: every web process behind a load balancer must check the same secret.
+    """
+    if settings.telegram_webhook_secret is not None:
+        return settings.telegram_webhook_secret.get_secret_value()
+    if settings.secret_key is not None and settings.secret_key.get_secret_value().strip():
+        key = settings.secret_key.get_secret_value().strip().encode()
+        return hmac.new(key, b"telegram-webhook", hashlib.sha256).hexdigest()
+    raise ConfigError("DIGEST_TELEGRAM_WEBHOOK_URL needs DIGEST_TELEGRAM_WEBHOOK_SECRET "
+                      "(or DIGEST_SECRET_KEY to derive it from), the same on every web process")
+
+
+class TelegramWebhook:
+    """The webhook the web app serves (:class:`digest.web.hooks.Webhook`): updates into the Application."""
+
+    name = NAME
+    header = WEBHOOK_HEADER
+
+    def __init__(self, app: App, url: str, secret: str) -> None:
+        self.app = app
+        self.url = url
+        self.secret = secret
+        self.path = urlsplit(url).path
+
+    async def start(self) -> None:
+        """Initialize and start the Application, then setWebhook (one-line errors, token hidden)."""
+        await _initialize(self.app)
+        try:
+            await self.app.start()
+            await self.app.bot.set_webhook(self.url, secret_token=self.secret,
+                                           allowed_updates=ALLOWED_UPDATES)
+        except TelegramError as exc:
+            await self.stop()
+            raise DigestError(f"setWebhook failed: {exc.message.replace(self.app.bot.token, '<token>')}"
+                              ) from None
+        log.info("telegram: webhook set; updates arrive at %s", self.path)
+
+    async def stop(self) -> None:
+        """Let the updates handed over finish, then close; the webhook stays set for the other processes."""
+        if self.app.running:
+            await self.app.stop()
+        await self.app.shutdown()
+
+    async def handle(self, update: dict[str, Any]) -> None:
+        """Queue one update for the handlers; ValueError when it is not an update."""
+        if not isinstance(update.get("update_id"), int):
+            raise ValueError("not a Telegram update (no update_id)")
+        try:
+            parsed = Update.de_json(update, self.app.bot)
+        except Exception as exc:  # the library's own checks of a shape Telegram would never send
+            raise ValueError(f"not a Telegram update ({type(exc).__name__})") from None
+        await self.app.update_queue.put(parsed)
+
+
+def create_webhook(settings: Settings, sessions: SessionFactory) -> TelegramWebhook | None:
+    """The entry point ``compiler_digest.webhooks: telegram``; None without DIGEST_TELEGRAM_WEBHOOK_URL."""
+    if not settings.telegram_webhook_url:
+        return None
+    secret = webhook_secret(settings)
+    app = build_application(settings, sessions, clock=settings.clock, polling=False)
+    return TelegramWebhook(app, settings.telegram_webhook_url, secret)

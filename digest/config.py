@@ -22,7 +22,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AwareDatetime, Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    AwareDatetime,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -75,7 +83,7 @@ class Settings(BaseSettings):
     llm_base_url: str = "https://api.deepseek.com"
     llm_model: str = "deepseek-chat"
     llm_daily_tokens: int = Field(200_000, ge=0)
-    llm_top_events: int = Field(8, ge=0, le=50)
+    llm_top_events: int = Field(12, ge=0, le=100)  # unset: max_events (every shown event)
     max_events: int = Field(12, ge=1, le=100)
     include_prereleases: bool = False
     score_weights: dict[str, float] = Field(default_factory=dict)
@@ -108,6 +116,29 @@ class Settings(BaseSettings):
     discord_threads: bool = True
     discord_discussion_channel: int | None = Field(None, gt=0)
     telegram_discussion_url: str | None = None  # the Telegram group where readers discuss the digests
+
+    # The Telegram webhook: set, Telegram posts the updates to the web app at the URL's path (no polling),
+    # with the secret in X-Telegram-Bot-Api-Secret-Token (unset: derived from DIGEST_SECRET_KEY).
+    telegram_webhook_url: str | None = None
+    telegram_webhook_secret: SecretStr | None = None
+
+    @field_validator("telegram_webhook_url")
+    @classmethod
+    def _webhook_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        parts = urlsplit(http_url(value))
+        if parts.path in ("", "/") or "%" in parts.path or parts.query or parts.fragment:
+            raise ValueError(f"must name the path the web app serves it on, with no query "
+                             f"(https://digest.example.org/telegram/webhook): {value!r}")
+        return value
+
+    @field_validator("telegram_webhook_secret")
+    @classmethod
+    def _webhook_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not re.fullmatch(r"[A-Za-z0-9_-]{16,256}", value.get_secret_value()):
+            raise ValueError("must be 16 to 256 characters of A-Z, a-z, 0-9, _ and - (Telegram's rule)")
+        return value
 
     schedule: str = "0 8 * * *"
     admin_email: str | None = None
@@ -235,6 +266,13 @@ class Settings(BaseSettings):
         if lease is not None and value >= lease:
             raise ValueError(f"must be shorter than DIGEST_OUTBOX_LEASE ({lease:g} s)")
         return value
+
+    @model_validator(mode="after")
+    def _llm_writes_every_shown_event(self) -> Settings:
+        """DIGEST_LLM_TOP_EVENTS defaults to DIGEST_MAX_EVENTS: the LLM writes every shown event."""
+        if "llm_top_events" not in self.model_fields_set:
+            self.llm_top_events = self.max_events
+        return self
 
     @classmethod
     def settings_customise_sources(

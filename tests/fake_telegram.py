@@ -7,6 +7,9 @@ for long polling, answers failures on demand, and enforces Telegram's
 broadcast limits the way the real server does: at most 30 messages in any
 1,000 ms window and one per second to one chat (20 per minute to a group),
 answering 429 with ``retry_after`` past them and counting those 429s.
+After ``setWebhook`` it posts each update to the webhook URL instead (one
+thread, in order, with the ``X-Telegram-Bot-Api-Secret-Token`` header, as
+Telegram does) and refuses ``getUpdates`` with 409 until ``deleteWebhook``.
 Messages in HTML parse mode are checked like Telegram checks them: known
 tags only, balanced, entities valid, at most 4096 UTF-16 units of text.
 """
@@ -17,9 +20,12 @@ import asyncio
 import html
 import itertools
 import json
+import queue
 import re
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,7 +36,9 @@ from urllib.parse import parse_qsl
 
 TOKEN = "123456:TEST-fake-token"
 BOT_ID = 777000
-RAW_FIELDS = {"text", "parse_mode", "callback_query_id", "language_code", "inline_message_id", "url"}
+RAW_FIELDS = {"text", "parse_mode", "callback_query_id", "language_code", "inline_message_id", "url",
+              "secret_token"}
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 _TAG = re.compile(r"""</?[a-zA-Z][a-zA-Z0-9-]*(\s+[a-zA-Z-]+(="[^"<>]*"|='[^'<>]*')?)*\s*>""")
 TAGS = {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "a", "code", "pre",
         "tg-spoiler", "span", "blockquote", "tg-emoji"}
@@ -44,6 +52,14 @@ class Call:
     params: dict[str, Any]
     at: float
     status: int = 0  # 0 while the call is being answered
+
+
+@dataclass
+class Posted:
+    """One update the server posted to the webhook, and the HTTP status it got back (0: no answer)."""
+
+    update_id: int
+    status: int
 
 
 @dataclass
@@ -125,6 +141,9 @@ class FakeTelegram:
         self._cond = threading.Condition()
         self._closing = False
         self._server: ThreadingHTTPServer | None = None
+        self.webhook: dict[str, Any] = {}  # the setWebhook parameters while a webhook is set
+        self.posted: list[Posted] = []  # every update posted to the webhook, with its answer
+        self._outbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -134,12 +153,14 @@ class FakeTelegram:
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True,
                          name="fake-telegram").start()
+        threading.Thread(target=self._post_updates, daemon=True, name="fake-telegram-webhook").start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         with self._cond:
             self._closing = True
             self._cond.notify_all()
+        self._outbox.put(None)
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -227,9 +248,30 @@ class FakeTelegram:
     def _push(self, body: dict[str, Any]) -> int:
         with self._cond:
             update_id = next(self._update_ids)
-            self._updates.append({"update_id": update_id, **body})
+            if self.webhook:
+                self._outbox.put({"update_id": update_id, **body})
+            else:
+                self._updates.append({"update_id": update_id, **body})
             self._cond.notify_all()
         return update_id
+
+    def _post_updates(self) -> None:
+        """Post each queued update to the webhook, one at a time (Telegram retries; this fake does not)."""
+        while (update := self._outbox.get()) is not None:
+            hook = dict(self.webhook)
+            headers = {"Content-Type": "application/json"}
+            if hook.get("secret_token"):
+                headers[SECRET_HEADER] = str(hook["secret_token"])
+            request = urllib.request.Request(str(hook.get("url")), data=json.dumps(update).encode(),
+                                             headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=30) as answer:
+                    status = int(answer.status)
+            except urllib.error.HTTPError as exc:
+                status = exc.code
+            except (OSError, ValueError):
+                status = 0
+            self.posted.append(Posted(int(update["update_id"]), status))
 
     @staticmethod
     def _chat(chat_id: int, chat_type: str | None) -> dict[str, Any]:
@@ -286,6 +328,9 @@ class FakeTelegram:
         return _ok(self.me())
 
     def _m_getUpdates(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if self.webhook:
+            return _error(409, "Conflict: can't use getUpdates method while webhook is active; "
+                               "use deleteWebhook to delete the webhook first")
         offset = int(params.get("offset") or 0)
         deadline = time.monotonic() + float(params.get("timeout") or 0)
         with self._cond:
@@ -338,12 +383,31 @@ class FakeTelegram:
         return _ok(member)
 
     def _m_getWebhookInfo(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        return _ok({"url": "", "has_custom_certificate": False, "pending_update_count": len(self._updates)})
+        return _ok({"url": self.webhook.get("url", ""), "has_custom_certificate": False,
+                    "pending_update_count": len(self._updates)})
+
+    def _m_setWebhook(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        url, secret = str(params.get("url") or ""), str(params.get("secret_token") or "")
+        if not url.startswith(("http://", "https://")):
+            return _error(400, "Bad Request: bad webhook: an HTTPS URL must be provided for webhook")
+        if secret and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", secret):
+            return _error(400, "Bad Request: secret token contains unallowed characters")
+        with self._cond:
+            self.webhook = dict(params)
+            for update in self._updates:  # what waited for a poll goes to the webhook now
+                self._outbox.put(update)
+            self._updates = []
+        return _ok(True)
+
+    def _m_deleteWebhook(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        with self._cond:
+            self.webhook = {}
+        return _ok(True)
 
     def _m_answerCallbackQuery(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         return _ok(True)
 
-    _m_setMyCommands = _m_deleteMyCommands = _m_deleteWebhook = _m_answerCallbackQuery
+    _m_setMyCommands = _m_deleteMyCommands = _m_answerCallbackQuery
     _m_close = _m_logOut = _m_sendChatAction = _m_answerCallbackQuery
 
 

@@ -29,7 +29,6 @@ from digest.config import load_settings
 from digest.deliver.confirm_mail import one_shot
 from digest.deliver.smtp import SmtpChannel, SmtpConfig
 from digest.store.db import SessionFactory
-from digest.subscribe.throttle import Throttle
 from digest.web.app import create_app
 from digest.web.subscribe import SubscriptionSetup
 from tests.archive import SITE_URL, TZ, renderer
@@ -158,8 +157,7 @@ def subscribe_app(sessions: SessionFactory, smtp: SMTPTestServer,
     """The app with the subscription pages on a clock that stands still (the throttle windows never move)."""
     clock = Clock()
     config = SmtpConfig(host=smtp.host, port=smtp.port, tls="none", envelope_from="digest@example.org")
-    setup = SubscriptionSetup(SECRET, IDENTITY, one_shot(lambda: SmtpChannel(config)),
-                              throttle=Throttle.default(clock=lambda: clock().timestamp()))
+    setup = SubscriptionSetup(SECRET, IDENTITY, one_shot(lambda: SmtpChannel(config)))
     return create_app(sessions, renderer(), site_url=SITE_URL, default_locale="zh", timezone=TZ, clock=clock,
                       subscriptions=setup, trusted_proxies=trusted_proxies)
 

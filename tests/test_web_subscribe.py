@@ -20,7 +20,7 @@ from digest.domain.layers import LAYER_IDS
 from digest.store.db import SessionFactory
 from digest.store.models import Subscriber
 from digest.subscribe import subscriptions
-from digest.subscribe.throttle import SlidingWindow, client_key
+from digest.subscribe.throttle import Limit, client_key
 from digest.subscribe.tokens import CONFIRM, PREFERENCES, UNSUBSCRIBE, make_token
 from digest.web.app import SECURITY_HEADERS
 from digest.web.forms import form_token, form_token_ok, same_origin
@@ -191,20 +191,15 @@ def test_mails_are_localised_and_refuse_header_injection() -> None:
                 site_url=SITE_URL, now=START, mid="<m@example.org>")
 
 
-def test_sliding_window_counts_per_key_and_forgets_old_hits() -> None:
-    now = [0.0]
-    window = SlidingWindow(3, 10, clock=lambda: now[0], max_keys=2)
-    assert [window.hit("a") for _ in range(5)] == [True, True, True, False, False]
-    assert window.used("a") == 3 and window.hit("b")
-    now[0] = 10.0
-    assert window.hit("a") and window.used("a") == 1  # the first three left the window
-    window.hit("c")  # a third key: the least recently seen ("b") is forgotten
-    assert len(window) == 2 and window.used("b") == 0
+def test_client_keys_and_limits() -> None:
     assert client_key("203.0.113.7") == "203.0.113.7" and client_key("::ffff:203.0.113.7") == "203.0.113.7"
     assert client_key("2001:db8::1") == client_key("2001:db8::ffff") == "2001:db8::/64"
     assert client_key(None) == "unknown" and client_key("testclient") == "testclient"
-    with pytest.raises(ValueError):
-        SlidingWindow(0, 10)
+    rate = Limit(3, 10).rate("web:client:x")
+    assert (rate.capacity, rate.per_second, rate.floor) == (3, 0.3, 0)  # refuses, never books ahead
+    for count, window in ((0, 10), (3, 0), (3, -1)):
+        with pytest.raises(ValueError):
+            Limit(count, window)
 
 
 def test_form_tokens_and_origins() -> None:

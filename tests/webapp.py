@@ -22,7 +22,6 @@ from digest.deliver.smtp import SmtpChannel, SmtpConfig
 from digest.domain.layers import LAYER_IDS
 from digest.store.db import SessionFactory
 from digest.store.models import Subscriber
-from digest.subscribe.throttle import Throttle
 from digest.web.app import create_app
 from digest.web.subscribe import SubscriptionSetup
 from tests.archive import SITE_URL, TZ, renderer
@@ -85,7 +84,7 @@ async def site(sessions: SessionFactory, smtp: SMTPTestServer, client: tuple[str
     clock = clock or Clock()
     config = SmtpConfig(host=smtp.host, port=smtp.port, tls="none", envelope_from="digest@example.org")
     setup = SubscriptionSetup(SECRET, IDENTITY, one_shot(lambda: SmtpChannel(config)),
-                              throttle=Throttle.default(clock=lambda: clock().timestamp()), send_backoff=0.01)
+                              send_backoff=0.01)
     app = create_app(sessions, renderer(), site_url=SITE_URL, default_locale="zh", timezone=TZ, clock=clock,
                      subscriptions=setup, trusted_proxies=trusted_proxies)
     transport = httpx.ASGITransport(app, client=client)

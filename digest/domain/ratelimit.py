@@ -3,14 +3,14 @@
 A :class:`Window` allows at most ``limit`` events in any ``period`` (a sliding
 log of the last ``limit``); :class:`Limiter` waits until one more event fits
 its windows and its pace (one start every ``interval``), then counts it. The
-Telegram channel (per chat and overall), the SMTP channel (messages per
-second) and the subscribe form's throttle (which refuses instead of waiting:
-:meth:`Window.admit`) are all made of these. Time is seconds on any origin:
+Telegram channel (per chat and overall) and the SMTP channel (messages per
+second) are made of these. Time is seconds on any origin:
 tests pass a fake clock and a sleep that moves it, so nothing depends on how
 fast the machine is. Past one process, the same limits are token buckets
 (:class:`Rate`) whose state is pluggable (:class:`Buckets`: in memory, or the
 database's ``rate_bucket`` table that every worker sees), kept by a
-:class:`SharedLimiter`.
+:class:`SharedLimiter`; the subscribe form's throttle takes from such buckets
+and refuses instead of waiting.
 
     acquire(*also) ─► wait for ``also`` (a caller's own windows) ─► [lock] wait for the windows
                       ─► wait for the paced slot ─► count the event in every window
@@ -50,17 +50,6 @@ class Window:
     def take(self, now: float) -> None:
         """Record an event at ``now``."""
         self.times.append(now)
-
-    def admit(self, now: float) -> bool:
-        """Record an event at ``now`` when it fits, and say whether it did (a refused one is not counted)."""
-        fits = self.wait(now) == 0
-        if fits:
-            self.take(now)
-        return fits
-
-    def used(self, now: float) -> int:
-        """How many recorded events still count at ``now``."""
-        return sum(1 for t in self.times if t > now - self.period)
 
     def idle_since(self, now: float) -> bool:
         """True when nothing recorded still counts."""

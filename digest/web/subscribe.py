@@ -17,8 +17,9 @@ The link's token is the only key to a subscriber; a bad or expired one gets a
 400 page. Nothing shown depends on whether an address is subscribed: an
 active address is mailed a notice (preferences and unsubscribe links) where a
 new or pending one is mailed a confirm link, and the page is the same. A POST
-over a throttle limit (:mod:`digest.subscribe.throttle`) gets that same page but
-writes and sends nothing. The write and the mail both happen after the
+over a throttle limit (:mod:`digest.subscribe.throttle`, whose buckets live in
+the database, so every web process behind a load balancer keeps one limit) gets
+that same page but writes and sends nothing. The write and the mail both happen after the
 response (one background task, the same code path for every address up to
 the response), so neither the page nor its timing tells whether the address
 was known or whether a mail went; uvicorn lets a running background task
@@ -54,6 +55,7 @@ from digest.domain.layers import BY_ID, LAYERS
 from digest.domain.status import ChannelName, SubscriberStatus
 from digest.render.i18n import labels, subscribe_labels
 from digest.render.renderer import Renderer
+from digest.store.buckets import DbBuckets
 from digest.store.db import SessionFactory
 from digest.subscribe import subscriptions
 from digest.subscribe.subscriptions import SubscriberView
@@ -93,7 +95,7 @@ class SubscriptionSetup:
     secret: str
     identity: MailIdentity
     send_mail: SendMail
-    throttle: Throttle = field(default_factory=Throttle.default)
+    throttle: Throttle = field(default_factory=Throttle)  # unbound: the pages bind it to their database
     send_attempts: int = 3
     send_backoff: float = 1.0
 
@@ -148,6 +150,7 @@ class SubscriptionPages:
         self.site_url = site_url.rstrip("/")
         self.default_locale = default_locale
         self.clock = clock
+        self.throttle = setup.throttle.bound(DbBuckets(sessions, clock), setup.secret)
 
     def routes(self) -> list[Route]:
         """The four pages, GET and POST each."""
@@ -230,7 +233,7 @@ class SubscriptionPages:
             return self.notice(visit, "forbidden", 403)
         fields = await read_fields(request)
         state = state_from(fields, visit.locale)
-        client_ok = self.setup.throttle.client(request.client.host if request.client else None)
+        client_ok = await self.throttle.client(request.client.host if request.client else None)
         if not form_token_ok(self.setup.secret, SUBSCRIBE_FORM, (fields.get("form_token") or [""])[0],
                              self.clock()):
             state.errors["form"] = "err_form"
@@ -251,9 +254,11 @@ class SubscriptionPages:
         Nothing that depends on the address's state runs before the response, so neither the
         page nor its timing says whether the address was known.
         """
-        if not (within_limit and self.setup.throttle.address(address)):
+        if not within_limit:
             return
         try:
+            if not await self.throttle.address(address):
+                return
             message = await self.enrol(address, prefs.layers, prefs.min_score, prefs.locale)
         except Exception:  # the page is already sent: say it in the log, never to the reader
             log.exception("subscribe: could not record a subscription")
