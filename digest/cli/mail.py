@@ -99,5 +99,6 @@ async def mail_test(settings: Settings, args: argparse.Namespace) -> int:
         answer = result.detail or destination(settings)
         print(f"sent to {to} via {answer} (Message-ID {mid})")
     else:
-        print(f"written to {result.detail or outbox_path(settings, mid)} (no DIGEST_SMTP_HOST: the file outbox)")
+        path = result.detail or outbox_path(settings, mid)
+        print(f"written to {path} (no DIGEST_SMTP_HOST: the file outbox)")
     return 0
