@@ -15,7 +15,7 @@ from digest.domain.daytext import extractive_day
 from digest.domain.errors import BuildError
 from digest.domain.layers import LAYER_IDS
 from digest.domain.views import DigestView, EventView, SourceLink
-from digest.domain.writeups import EventInput, EventWriteup, SourceText
+from digest.domain.writeups import EventInput, EventWriteup, SourceText, briefs_of
 from digest.store.models import Digest, DigestEvent, DigestText, Entry, Event, EventEntry, Source, Writeup
 from digest.write.extractive import extractive_event
 
@@ -94,15 +94,17 @@ async def load_view(session: AsyncSession, date: dt.date, locale: str, *,
     text = await session.scalar(
         select(DigestText).where(DigestText.digest_id == digest.id, DigestText.locale == locale)
     )
+    briefs = briefs_of(digest.stats.get("briefs"))
     if text is not None:
         title, overview, watch, mode = text.title, text.overview, tuple(text.watchlist), text.mode
     else:
-        day = extractive_day([e.as_writeup() for e in events], locale, date)
+        day = extractive_day([e.as_writeup() for e in events], locale, date,
+                             briefs=[b.name for b in briefs])
         title, overview, watch, mode = day.title, day.overview, tuple(day.watchlist), day.mode
     return DigestView(
         date=date, locale=locale, title=title, overview=overview, watchlist=watch, day_mode=mode,
         window_start=digest.window_start, window_end=digest.window_end, events=events,
-        stats=dict(digest.stats), tokens=digest.tokens, read_count=digest.read_count,
+        stats=dict(digest.stats), tokens=digest.tokens, read_count=digest.read_count, briefs=briefs,
     )
 
 
@@ -337,26 +339,34 @@ async def recent_events(
     """Events shown in digests whose window ended after ``since``, each once.
 
     ``order="date"``: newest digest first, then rank; ``order="score"``: best first.
-    Write-ups are loaded for the chosen events only.
+    Write-ups are loaded for the chosen events only. Each event's first showing is
+    picked in SQL (``ROW_NUMBER()`` per event) and the LIMIT applies there, so only
+    the rows returned become objects (building every row of the window was most
+    of the time of /recent).
     """
     recent = select(Digest.id).where(Digest.window_end > since, listed())  # IN: digest_event's key is used
-    ranking = ((DigestEvent.score.desc(), Digest.date.desc(), DigestEvent.rank) if order == "score"
-               else (Digest.date.desc(), DigestEvent.rank))
-    query = (
-        select(Event, DigestEvent, Digest.date)
-        .join(DigestEvent, DigestEvent.event_id == Event.id)
-        .join(Digest, Digest.id == DigestEvent.digest_id)
-        .where(DigestEvent.digest_id.in_(recent), DigestEvent.score >= min_score)
-        .order_by(*ranking)
-    )
+    shown = (select(DigestEvent.event_id, DigestEvent.digest_id, DigestEvent.score, DigestEvent.rank,
+                    Digest.date).join(Digest, Digest.id == DigestEvent.digest_id)
+             .where(DigestEvent.digest_id.in_(recent), DigestEvent.score >= min_score))
     if layer is not None:
-        query = query.where(_layer_like(DigestEvent.layers, layer))
-    chosen: dict[int, tuple[Event, DigestEvent, dt.date]] = {}
-    for event, snap, date in (await session.execute(query)).all():
-        chosen.setdefault(event.id, (event, snap, date))
-        if len(chosen) >= limit:
-            break
-    picked = list(chosen.values())
+        shown = shown.where(_layer_like(DigestEvent.layers, layer))
+    inner = shown.subquery()
+    def ranking(c: Any) -> tuple[Any, ...]:
+        return ((c.score.desc(), c.date.desc(), c.rank, c.event_id) if order == "score"
+                else (c.date.desc(), c.rank, c.event_id))
+
+    number = func.row_number().over(partition_by=inner.c.event_id, order_by=ranking(inner.c)).label("n")
+    ranked = select(inner, number).subquery()
+    query = (
+        select(Event, DigestEvent, ranked.c.date)
+        .join(ranked, ranked.c.event_id == Event.id)
+        .join(DigestEvent, and_(DigestEvent.event_id == ranked.c.event_id,
+                                DigestEvent.digest_id == ranked.c.digest_id))
+        .where(ranked.c.n == 1)
+        .order_by(*ranking(ranked.c))
+        .limit(limit)
+    )
+    picked = [(event, snap, date) for event, snap, date in (await session.execute(query)).all()]
     texts = await event_texts(session, [(e, s) for e, s, _ in picked], locale)
     return [RecentEvent(e.id, texts[e.id].title, texts[e.id].summary, e.url, s.score,
                         dict(s.score_breakdown), tuple(s.layers), date, s.rank, e.first_seen)
