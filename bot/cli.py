@@ -11,8 +11,8 @@ import logging
 import signal
 from typing import TYPE_CHECKING
 
+from digest import bootstrap
 from digest.domain.errors import ConfigError, DigestError
-from digest.store.db import open_database
 
 if TYPE_CHECKING:
     from digest.config import Settings
@@ -48,9 +48,11 @@ async def run_telegram(settings: Settings, *, stop: asyncio.Event | None = None)
                               "Telegram's updates; unset it to poll with `digest bot telegram`")
         log.info("telegram bot: webhook mode, the web app receives the updates (no polling)")
         return 0
-    async with open_database(settings.database_url) as sessions:
+    async with bootstrap.database(settings) as sessions:
         app = build_application(settings, sessions, clock=settings.clock)
         async with running(app):
+            if stop is None:  # alone: its own long run (inside `digest serve` the service did it)
+                bootstrap.settle_heap()
             log.warning("telegram bot @%s polling; stop with Ctrl-C", app.bot.username)
             await (stop.wait() if stop is not None else until_signalled())
     return 0
@@ -61,7 +63,7 @@ async def run_discord(settings: Settings, *, stop: asyncio.Event | None = None) 
     from bot.discord_bot import build_bot, login, token_of  # discord.py is heavy: not for `digest --help`
 
     token = token_of(settings)  # a missing token is a one-line error before the database is opened
-    async with open_database(settings.database_url) as sessions:
+    async with bootstrap.database(settings) as sessions:
         bot = build_bot(settings, sessions, clock=settings.clock)
         try:
             await login(bot, token)
