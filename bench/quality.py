@@ -20,6 +20,12 @@ randomness, no dependence on file order). ``unseen-tune`` may be tuned on
 on and its errors are never printed: it is the only never-tuned figure.
 While tuning, ``--no-final`` leaves its figures out too (print them once, at
 the end of a round of work).
+
+Last, the order of the days' events against a compiler engineer's ranking
+(tests/test_expert_order.py, tests/data/expert_*.toml): the bundled sample days
+and four real days of LLVM blog posts, each built through the pipeline; per day
+the share of pairs of different tiers the scores put in order, Kendall's tau-b
+and the named pairs that hold.
 """
 
 from __future__ import annotations
@@ -28,11 +34,14 @@ import argparse
 import hashlib
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from labelled import SPLITS, Example, evaluate, load, report, split
+from test_expert_order import measure
+from test_expert_order import report as order_report
 
 from digest.analyze.taxonomy import Taxonomy, load_taxonomy
 
@@ -93,8 +102,21 @@ def _never_tuned(taxonomy: Taxonomy, errors: str | None, final: bool = True) -> 
                 print("\n".join(quality.errors))
 
 
+def _expert_order() -> None:
+    """The order of the sample and real days' events against the expert's (tests/test_expert_order.py).
+
+    Each day is built through the pipeline with the built-in taxonomy and score weights.
+    """
+    print("######## expert order (tests/data/expert_*.toml): pairs of different tiers in order, "
+          "Kendall tau-b, named pairs held")
+    with tempfile.TemporaryDirectory() as tmp:
+        samples, real = measure(Path(tmp))
+    print(order_report("samples", samples))
+    print(order_report("real", real))
+
+
 def main() -> int:
-    """Print the tuned sets' figures, then the never-tuned set's."""
+    """Print the tuned sets' figures, the never-tuned set's, then the expert-order agreement."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--errors", choices=[*SPLITS, "unseen-tune"], default=None,
                         help="also list the misclassified entries of this split "
@@ -106,6 +128,7 @@ def main() -> int:
     taxonomy = load_taxonomy(args.taxonomy)
     _tuned(taxonomy, args.errors)
     _never_tuned(taxonomy, args.errors, final=not args.no_final)
+    _expert_order()
     return 0
 
 

@@ -9,7 +9,15 @@ from itertools import pairwise
 import pytest
 
 from digest.analyze.classify import Classification, classify
-from digest.analyze.score import COMPONENTS, ScoreWeights, publishers, score
+from digest.analyze.score import (
+    COMPONENTS,
+    ScoreWeights,
+    is_feature_release,
+    publishers,
+    release_version,
+    score,
+    stated_results,
+)
 from digest.analyze.taxonomy import load_taxonomy
 from digest.domain.errors import ConfigError
 from digest.domain.items import Item
@@ -17,8 +25,8 @@ from digest.domain.layers import LAYER_IDS
 
 
 def item(entry_id: int = 1, *, key: str = "arxiv-cs.pl", kind: str = "arxiv",
-         weight: float = 0.7, **extra: object) -> Item:
-    return Item(entry_id, key, key, weight, kind, "t", "s", None, **extra)  # type: ignore[arg-type]
+         weight: float = 0.7, title: str = "t", text: str = "s", **extra: object) -> Item:
+    return Item(entry_id, key, key, weight, kind, title, text, None, **extra)  # type: ignore[arg-type]
 
 
 def verdict(layers: int = 3, relevance: float = 0.8, figures: int = 0,
@@ -81,12 +89,12 @@ def test_components_grow_with_their_evidence() -> None:
     assert score([item(weight=0.9)], verdict(layers=2)).breakdown["authority"] > (
         base.breakdown["authority"])
     assert score([item()], verdict(layers=6)).breakdown["breadth"] > base.breakdown["breadth"]
-    assert score([item()], verdict(layers=2, figures=3)).breakdown["quantitative"] > 0
-    assert score([item()], verdict(layers=2, novelty=2)).breakdown["novelty"] == 10.0
-    roofline = score([item()], verdict(layers=2, words=("roofline",)))
-    assert roofline.breakdown["quantitative"] > 0
+    measured = item(text="Compile time drops from 38 minutes to 6 minutes.")
+    assert score([measured], verdict(layers=2)).breakdown["quantitative"] > 0
+    assert base.breakdown["quantitative"] == 0.0
+    assert score([item()], verdict(layers=2, novelty=2)).breakdown["novelty"] == 25.0
     many = [item(1), item(2, key="nvidia", kind="rss"), item(3, key="pytorch", kind="rss")]
-    assert score(many, verdict(layers=2)).breakdown["corroboration"] == 15.0
+    assert score(many, verdict(layers=2)).breakdown["corroboration"] == 20.0
 
 
 def test_arxiv_cross_lists_are_one_publisher() -> None:
@@ -114,7 +122,8 @@ def test_weights_default_to_100_and_can_be_overridden() -> None:
     custom = ScoreWeights.from_mapping({"novelty": 5, "corroboration": 20,
                                         "full_breadth_layers": 4})
     assert custom.novelty == 5.0 and custom.full_breadth_layers == 4
-    assert score([item()], verdict(layers=4), custom).breakdown["breadth"] == 20.0
+    assert score([item()], verdict(layers=4), custom).breakdown["breadth"] == 5.0
+    assert score([item()], verdict(layers=3), custom).breakdown["breadth"] < 5.0
     with pytest.raises(ConfigError, match="unknown score weight"):
         ScoreWeights.from_mapping({"popularity": 3})
     with pytest.raises(ConfigError, match="non-negative"):
@@ -139,11 +148,14 @@ def test_real_classification_scores_relevant_news_higher() -> None:
 
 
 def test_breadth_has_diminishing_returns_so_a_mis_tag_costs_little() -> None:
+    weights = ScoreWeights()
     points = [score([item()], verdict(layers=n)).breakdown["breadth"] for n in range(7)]
     gains = [b - a for a, b in pairwise(points)]
-    assert points[0] == 0.0 and points[6] == ScoreWeights().breadth
-    assert all(later < earlier for earlier, later in pairwise(gains))
+    full = weights.full_breadth_layers
+    assert points[0] == 0.0 and points[full:] == [weights.breadth] * (7 - full)
+    assert all(later < earlier for earlier, later in pairwise(gains[:full]))
     assert gains[1] <= gains[0] / 2 + 0.1, "a second (perhaps wrong) layer pays half the first"
+    assert max(gains[1:]) <= 1.5, "a mis-tag moves an event by little"
 
 
 def _classified(text: str) -> Classification:
@@ -153,14 +165,58 @@ def _classified(text: str) -> Classification:
 TAXONOMY = load_taxonomy()
 
 
-def test_minutes_tflops_and_memory_are_quantitative() -> None:
-    text = ("Our compiler cut compile time from 38 minutes to 6 minutes; the generated GEMM kernels "
-            "reach 1,450 TFLOPS and use 12 GB of memory.")
-    verdict_ = _classified(text)
-    assert verdict_.evidence["measures"] == ["38 minutes", "6 minutes", "1,450 TFLOPS", "12 GB"]
-    result = score([item()], verdict_)
+def test_minutes_and_tflops_are_quantitative() -> None:
+    text = ("Our compiler cut compile time from 38 minutes to 6 minutes. The generated GEMM kernels "
+            "reach 1,450 TFLOPS, within 3% of the hand-tuned C++ kernel.")
+    result = score([item(text=text)], _classified(text))
     assert result.breakdown["quantitative"] == ScoreWeights().quantitative
     assert_well_formed(result.score, result.breakdown)
+
+
+def _quantitative(text: str) -> float:
+    return score([item(text=text)], verdict()).breakdown["quantitative"]
+
+
+def test_a_result_with_a_baseline_counts_more_than_a_bare_or_weak_one() -> None:
+    baseline = _quantitative("Kernels run 1.8x faster than cuBLAS on H100.")
+    bare = _quantitative("Kernels run 1.8x faster on H100.")
+    weak = _quantitative("Kernels run 1.8x faster than eager mode on H100.")
+    assert baseline > bare == weak > 0
+
+
+def test_results_without_a_baseline_earn_at_most_half_however_many() -> None:
+    many = _quantitative("It is 6.2x faster on GEMV, 3.1x faster on attention and 2.4x faster "
+                         "on decoding relative to CPU-only execution, and 1.9x faster on scans.")
+    assert many == ScoreWeights().quantitative / 2
+    assert _quantitative("Cold start drops from 23 minutes to 2.8 minutes. Start-up goes from "
+                         "96 seconds to 21 seconds.") == ScoreWeights().quantitative
+
+
+def test_a_figure_stated_twice_counts_once() -> None:
+    excerpt = "CUTLASS 4.3 makes MoE layers up to 1.35x faster."
+    body = "MoE layers are up to 1.35x faster on B200 than CUTLASS 4.2."
+    twice = item(kind="rss", key="nvidia-blog", text=excerpt, body=body)
+    assert stated_results([twice]) == {"1.35x": 1.0}
+    assert stated_results([twice, twice]) == {"1.35x": 1.0}
+
+
+@pytest.mark.parametrize(("title", "tag", "version", "feature"), [
+    ("Triton 3.6.0 release", "v3.6.0", (3, 6, 0), True),
+    ("LLVM 21.1.8", "llvmorg-21.1.8", (21, 1, 8), False),
+    ("Triton 3.6.0 release candidate 1", "v3.6.0-rc1", (3, 6, 0), False),
+    ("Helion 0.3: CuTe DSL and Pallas Back Ends", None, (0, 3, 0), True),
+    ("CUTLASS 4.3: Grouped GEMM Autotuning", None, (4, 3, 0), True),
+    ("A GEMM that JIT-compiles in 1.2 seconds", None, None, False),
+    ("Mixtral 8x7B runs 1.8x faster", None, None, False),
+])
+def test_a_feature_release_is_impact_and_a_bug_fix_release_is_not(
+        title: str, tag: str | None, version: tuple[int, int, int] | None, feature: bool) -> None:
+    kind = "github-releases" if tag else "rss"
+    release = item(kind=kind, key="gh-x", title=title, tag=tag)
+    assert release_version(release) == version
+    assert is_feature_release(release) is feature
+    novelty = score([release], verdict()).breakdown["novelty"]
+    assert (novelty > 0) is feature
 
 
 @pytest.mark.parametrize("text", [
