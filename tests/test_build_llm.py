@@ -15,8 +15,9 @@ from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
 from digest.build import analyze
-from digest.build.pipeline import BuildOptions, build_digest
+from digest.build.pipeline import FALLBACK_NOTES, BuildOptions, build_digest
 from digest.domain.views import EventView
+from digest.render.renderer import FORMATS, Renderer
 from digest.store.db import SessionFactory
 from digest.store.models import Digest, DigestEvent, Event
 from digest.store.queries import load_view
@@ -264,22 +265,27 @@ async def test_extractive_mode_never_triages(sqlite_sessions: SessionFactory,
 
 
 class _Timed:
-    """Answers like :func:`_respond` after a pause, the SASS paper's slowest; records overlap."""
+    """Answers like :func:`_respond`; the event requests wait until ``parties`` are in flight at once.
 
-    def __init__(self) -> None:
+    A barrier, not a pause: it proves the overlap without depending on how fast anything runs
+    (fewer requests at a time than ``parties`` break it after a generous timeout).
+    """
+
+    def __init__(self, parties: int) -> None:
         self.lock = threading.Lock()
         self.running = self.most = 0
+        self.barrier = threading.Barrier(parties, timeout=20)
         self.spans: list[tuple[str, bool, float, float]] = []  # (kind, zh, start, end)
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         user = json.loads(body["messages"][-1]["content"])
         kind = "event" if "event_title" in user else "day"
-        slow = kind == "event" and user["event_title"] == COMPILER_PAPERS[1][0]
         with self.lock:
             self.running += 1
             self.most = max(self.most, self.running)
         start = time.monotonic()
-        time.sleep(0.3 if slow else 0.1)
+        if kind == "event":
+            self.barrier.wait()
         with self.lock:
             self.running -= 1
             self.spans.append((kind, "编辑" in body["messages"][0]["content"], start,
@@ -291,12 +297,13 @@ async def test_event_writeups_run_concurrently_in_rank_order(
     sqlite_sessions: SessionFactory, llm_server: FakeLLM
 ) -> None:
     await _papers(sqlite_sessions)
-    timed = _Timed()
+    timed = _Timed(parties=6)  # 3 events in 2 locales, all at once (llm_concurrency is 6)
+    assert OPTIONS.llm_concurrency >= 6
     llm_server.default = timed
     client = _client(llm_server, sqlite_sessions)
     report = await build_digest(sqlite_sessions, DAY, OPTIONS, now=NOW, llm=client)
     await client.aclose()
-    assert len(llm_server.requests) == 8 and timed.most == OPTIONS.llm_concurrency
+    assert len(llm_server.requests) == 8 and timed.most == 6
     for zh in (True, False):
         events = [end for kind, lang, _, end in timed.spans if kind == "event" and lang == zh]
         (day_start,) = [start for kind, lang, start, _ in timed.spans if kind == "day" and lang == zh]
@@ -311,3 +318,244 @@ async def test_event_writeups_run_concurrently_in_rank_order(
     for event in written:  # each write-up belongs to its own event, whatever finished first
         assert event.watch == (event.title[:20],)
     assert report.llm["fallbacks"] == {"figures": 2}
+
+
+# --- every shown event written by the LLM, with its body (issue #13, "LLM mode") -----------------
+
+# Fourteen distinct compiler papers (more than the 12 shown), each with its own name and result.
+_WORKS = [
+    ("KernelBraid", "agentic search for Triton attention kernels", "Triton"),
+    ("TileForge", "tiling heuristics for MLIR linalg on AMD GPUs", "MLIR"),
+    ("FuseNet", "operator fusion in the XLA HLO graph for TPUs", "XLA"),
+    ("VecLift", "LLVM loop vectorization of gather loads on AVX-512", "LLVM"),
+    ("QuantLower", "lowering int4 quantized matmuls to CUDA kernels", "CUDA"),
+    ("ShapeShift", "dynamic shape specialization in torch.compile graphs", "torch.compile"),
+    ("RegAlloc9", "register allocation for NVIDIA SASS with integer programming", "SASS"),
+    ("PolyTune", "polyhedral schedules for TVM tensor programs", "TVM"),
+    ("MemPlan", "static memory planning for MLIR bufferization", "MLIR"),
+    ("WarpSpec", "warp specialization for Hopper GEMM kernels in CUTLASS", "CUTLASS"),
+    ("SparseGen", "code generation for sparse tensor algebra in MLIR", "MLIR"),
+    ("GraphCap", "CUDA graph capture for LLM serving runtimes", "CUDA"),
+    ("AutoPipe", "software pipelining of Triton loops for Blackwell", "Triton"),
+    ("CostNet", "learned cost models for the LLVM inliner", "LLVM"),
+]
+
+
+def _careful(body: dict[str, Any]) -> Reply:
+    """A model that states no figure: every event write-up passes; the day too."""
+    user = json.loads(body["messages"][-1]["content"])
+    zh = "编辑" in body["messages"][0]["content"]
+    if "event_title" in user:
+        return answer({"title": user["event_title"],
+                       "summary": "该工作提出新的编译方法。" if zh else "The work proposes a method.",
+                       "why_it_matters": "对编译栈有意义。" if zh else "It matters for compilers.",
+                       "layers": user["layers"], "watch": [user["event_title"][:20]]})
+    return answer({"title": "今日编译要闻" if zh else "Compiler news", "overview": "多项工作。"
+                   if zh else "Several works.", "watchlist": ["KernelBraid"]})
+
+
+async def _fourteen_papers(sessions: SessionFactory, bodies: dict[str, str] | None = None) -> None:
+    arxiv = await add_source(sessions, "arxiv-cs.pl", name="arXiv cs.PL", kind="arxiv", weight=0.7)
+    for n, (name, what, stack) in enumerate(_WORKS):
+        title = f"{name}: {what[0].upper()}{what[1:]}"
+        summary = (f"We present {name}, a compiler technique for {what}. {name} is built on {stack} "
+                   f"and generates kernels for GPUs, reaching {n + 2}.{n}x speedup over the "
+                   f"vendor library on {n + 20} benchmarks.")
+        await add_entry(sessions, arxiv, title, summary, WINDOW.start + dt.timedelta(minutes=20 * n + 1),
+                        arxiv_id=f"2609.001{n:02d}", announce_type="new",
+                        url=f"https://arxiv.org/abs/2609.001{n:02d}",
+                        body=(bodies or {}).get(name, ""))
+
+
+def _event_requests(server: FakeLLM) -> list[dict[str, Any]]:
+    return [json.loads(seen.user) for seen in server.requests if "event_title" in seen.user]
+
+
+class _Counting:
+    """Answers like :func:`_careful`, counting the requests in flight at once (no waiting)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running = self.most = 0
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+        try:
+            return _careful(body)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+def test_the_llm_writes_every_shown_event_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    from digest.config import load_settings
+
+    for name in ("DIGEST_LLM_TOP_EVENTS", "DIGEST_MAX_EVENTS"):
+        monkeypatch.delenv(name, raising=False)
+    assert load_settings().llm_top_events == 12
+    monkeypatch.setenv("DIGEST_MAX_EVENTS", "20")
+    assert load_settings().llm_top_events == 20, "it follows DIGEST_MAX_EVENTS"
+    monkeypatch.setenv("DIGEST_LLM_TOP_EVENTS", "3")
+    assert load_settings().llm_top_events == 3, "unless it is set"
+    assert BuildOptions().llm_top_events == BuildOptions().max_events
+
+
+async def test_all_twelve_shown_events_are_written_one_request_each_a_few_at_a_time(
+    sqlite_sessions: SessionFactory, llm_server: FakeLLM
+) -> None:
+    await _fourteen_papers(sqlite_sessions)
+    counting = _Counting()
+    llm_server.default = counting
+    client = _client(llm_server, sqlite_sessions)
+    report = await build_digest(sqlite_sessions, DAY, BuildOptions(), now=NOW, llm=client)
+    await client.aclose()
+    assert report.events == 12 and report.generation_mode == MODEL
+    assert len(_event_requests(llm_server)) == 12 and len(llm_server.requests) == 13, (
+        "one request per shown event and one for the day: nothing asked twice, nothing unshown")
+    assert 1 <= counting.most <= BuildOptions().llm_concurrency
+    assert report.llm["calls"] == 13 and report.llm["fallbacks"] == {}
+    async with sqlite_sessions() as session:
+        view = await load_view(session, DAY, "zh")
+    assert [e.written_by for e in view.events] == [MODEL] * 12
+    assert all(e.summary == "该工作提出新的编译方法。" for e in view.events), "no note on any"
+
+    client = _client(llm_server, sqlite_sessions)
+    again = await build_digest(sqlite_sessions, DAY, BuildOptions(), now=NOW, llm=client, force=True)
+    await client.aclose()
+    assert len(llm_server.requests) == 13 and again.tokens == 0, "a rebuild costs nothing"
+
+
+_OPENING = ("KernelBraid searches the space of Triton attention kernels with an agent that "
+            "proposes, compiles and benchmarks candidates.")
+_FILLER = ("This section walks through the design of the search loop, how candidates are "
+           "proposed and compiled, and how the benchmark harness keeps measurements stable.")
+_RESULTS = ("On H100, the kernels KernelBraid found run 2.52x faster than FlashAttention-2 on "
+            "unified attention, and tuning takes 38 minutes instead of 6 hours.")
+
+
+def _long_body() -> str:
+    """About 18,000 characters (ingest keeps 20,000): the opening, filler, the results, filler."""
+    filler = [f"{_FILLER} Part {chr(65 + n % 26)}." for n in range(110)]
+    return "\n\n".join([_OPENING, *filler[:70], _RESULTS, *filler[70:]])
+
+
+async def test_the_body_excerpt_reaches_the_prompt(
+    sqlite_sessions: SessionFactory, llm_server: FakeLLM
+) -> None:
+    body = _long_body()
+    assert 15_000 < len(body) <= 20_000 and body.index(_RESULTS) > len(body) // 2
+    await _fourteen_papers(sqlite_sessions, {"KernelBraid": body})
+    llm_server.default = _careful
+    client = _client(llm_server, sqlite_sessions)
+    await build_digest(sqlite_sessions, DAY, BuildOptions(), now=NOW, llm=client)
+    await client.aclose()
+    asked = [u for u in _event_requests(llm_server) if u["event_title"].startswith("KernelBraid")]
+    (source,) = asked[0]["sources"]
+    text = source["summary"]
+    assert text.startswith("We present KernelBraid"), "the feed summary first"
+    assert _OPENING in text and _RESULTS in text, "the opening and the results paragraph"
+    assert len(text) <= prompts.SUMMARY_LIMIT
+    others = [u for u in _event_requests(llm_server) if not u["event_title"].startswith("KernelBraid")]
+    assert len(others) == 11
+    assert all(len(u["sources"][0]["summary"]) < 400 for u in others), "no body, no excerpt"
+
+
+def _inventing(name: str) -> Callable[[dict[str, Any]], Reply]:
+    """:func:`_careful`, except that the write-up of ``name`` states a figure no source has."""
+    def respond(body: dict[str, Any]) -> Reply:
+        reply = _careful(body)
+        user = json.loads(body["messages"][-1]["content"])
+        if user.get("event_title", "").startswith(name):
+            data = json.loads(reply.content or "{}")
+            return answer({**data, "summary": data["summary"] + " 9.75x"})
+        return reply
+    return respond
+
+
+async def test_a_failed_figure_check_marks_that_one_event_in_its_language(
+    sqlite_sessions: SessionFactory, llm_server: FakeLLM
+) -> None:
+    await _fourteen_papers(sqlite_sessions)
+    llm_server.default = _inventing("TileForge")
+    client = _client(llm_server, sqlite_sessions)
+    report = await build_digest(sqlite_sessions, DAY, OPTIONS, now=NOW, llm=client)
+    await client.aclose()
+    assert report.llm["fallbacks"] == {"figures": 2} and report.generation_mode == "mixed"
+    for locale in ("zh", "en"):
+        async with sqlite_sessions() as session:
+            view = await load_view(session, DAY, locale)
+        by = {e.title.split(":")[0]: e for e in view.events}
+        assert len(by) == 12
+        tile = by.pop("TileForge")
+        note = FALLBACK_NOTES[locale]["figures"]
+        assert tile.written_by == "extractive" and tile.summary.startswith(note)
+        assert all(e.written_by == MODEL and not e.summary.startswith("(")
+                   and not e.summary.startswith("（") for e in by.values())
+    async with sqlite_sessions() as session:
+        zh = {e.title.split(":")[0]: e for e in (await load_view(session, DAY, "zh")).events}
+    assert "论文" in zh["TileForge"].summary, "the zh fallback is the Chinese extractive composition"
+    async with sqlite_sessions() as session:
+        view = await load_view(session, DAY, "zh")
+    renderer = Renderer()
+    shown = {fmt: renderer.render(view, fmt) for fmt in FORMATS if fmt != "email"}
+    mail = renderer.email_parts(view)
+    shown |= {"email html": mail.html, "email text": mail.text}
+    note = FALLBACK_NOTES["zh"]["figures"]
+    assert {fmt: text.count(note) for fmt, text in shown.items()} == dict.fromkeys(shown, 1)
+
+
+async def test_events_the_llm_could_not_write_are_marked(
+    sqlite_sessions: SessionFactory, llm_server: FakeLLM
+) -> None:
+    await _fourteen_papers(sqlite_sessions)
+
+    def failing(body: dict[str, Any]) -> Reply:
+        user = json.loads(body["messages"][-1]["content"])
+        if user.get("event_title", "").startswith("FuseNet"):
+            return server_error(500)
+        return _careful(body)
+
+    llm_server.default = failing
+    client = _client(llm_server, sqlite_sessions)
+    options = BuildOptions(llm_top_events=10)  # an operator's choice: the last two are not asked
+    report = await build_digest(sqlite_sessions, DAY, options, now=NOW, llm=client)
+    await client.aclose()
+    assert report.llm["fallbacks"] == {"server_error": 1}
+    async with sqlite_sessions() as session:
+        view = await load_view(session, DAY, "zh")
+    other = FALLBACK_NOTES["zh"]["other"]
+    marked = [e.title.split(":")[0] for e in view.events if e.summary.startswith(other)]
+    assert marked == ["FuseNet", *[e.title.split(":")[0] for e in view.events[10:]]]
+    assert all(e.written_by == "extractive" for e in view.events if e.summary.startswith(other))
+    assert len({e.rank for e in view.events[10:]}) == 2
+
+
+async def test_without_a_model_no_event_carries_a_note(sqlite_sessions: SessionFactory) -> None:
+    await _fourteen_papers(sqlite_sessions)
+    await build_digest(sqlite_sessions, DAY, BuildOptions(), now=NOW)
+    async with sqlite_sessions() as session:
+        view = await load_view(session, DAY, "zh")
+    notes = [n for locale in FALLBACK_NOTES.values() for n in locale.values()]
+    assert len(view.events) == 12 and not any(e.summary.startswith(tuple(notes)) for e in view.events)
+
+
+async def test_past_the_budget_the_rest_are_marked_and_nothing_is_overspent(
+    sqlite_sessions: SessionFactory, llm_server: FakeLLM
+) -> None:
+    await _fourteen_papers(sqlite_sessions)
+    llm_server.default = _careful
+    client = LLMClient(api_key="sk-test", base_url=llm_server.base_url, model=MODEL, timeout=5,
+                       daily_tokens=6000, sessions=sqlite_sessions, day_start=WINDOW.end,
+                       backoff=0.01)
+    report = await build_digest(sqlite_sessions, DAY, BuildOptions(), now=NOW, llm=client)
+    spent = await client.spent_today()
+    await client.aclose()
+    assert spent <= 6000
+    async with sqlite_sessions() as session:
+        view = await load_view(session, DAY, "zh")
+    written = sum(e.written_by == MODEL for e in view.events)
+    marked = sum(e.summary.startswith(FALLBACK_NOTES["zh"]["other"]) for e in view.events)
+    assert 0 < written < 12 and written + marked == 12
+    assert report.llm["fallbacks"]["budget"] >= 12 - written

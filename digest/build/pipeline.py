@@ -7,9 +7,12 @@ The pipeline, in three steps so that no database transaction waits on the LLM:
             classifies them, asks the LLM about the borderline ones (no transaction
             open), scores each event and commits the events.
 2. write    write-ups per locale for the ranked events: the LLM for the top ones
-            when a client is given (a few calls at a time, the output in rank order),
-            the extractive writer for the rest and as the fallback; then the day's
-            title, overview and watch list.
+            (``llm_top_events``, by default every shown event) when a client is given,
+            one cached request per event with its sources' body excerpts
+            (``prompts.source_texts``), ``llm_concurrency`` at a time, the output in rank
+            order; the extractive writer as the fallback, and in LLM mode such an event
+            says so in front of its summary (``FALLBACK_NOTES``); then the day's title,
+            overview and watch list.
 3. store    the digest, its snapshot of events (rank, score at build time), its
             texts and stats; the entries are assigned to it. One transaction.
 
@@ -24,7 +27,7 @@ import datetime as dt
 import logging
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import delete, func, or_, select, update
@@ -35,12 +38,15 @@ from digest.analyze.taxonomy import Taxonomy, load_taxonomy
 from digest.build.analyze import analyze
 from digest.build.event_store import EventRecord, to_item
 from digest.domain.errors import UsageError
+from digest.domain.items import Item
 from digest.domain.status import FetchStatus, WriteMode
 from digest.domain.window import Window, date_of, window_for
-from digest.domain.writeups import DayWriteup, EventInput, EventWriteup, overall_mode
+from digest.domain.writeups import Brief, DayWriteup, EventInput, EventWriteup, overall_mode
 from digest.store import search
 from digest.store.db import SessionFactory
 from digest.store.models import Digest, DigestEvent, DigestText, Entry, FetchLog, Source, Writeup
+from digest.write import prompts
+from digest.write.extractive import bounded_briefs, brief_of
 from digest.write.llm import LLMClient
 from digest.write.writer import (
     WriteStats,
@@ -52,6 +58,7 @@ from digest.write.writer import (
 
 log = logging.getLogger(__name__)
 LATE_LOOKBACK = dt.timedelta(days=14)
+BRIEF_ROUNDUPS = 3  # roundups shown as briefs at most (their items are bounded together)
 
 
 @dataclass(frozen=True)
@@ -61,8 +68,8 @@ class BuildOptions:
     timezone: str = "Asia/Shanghai"
     locales: tuple[str, ...] = ("zh",)
     max_events: int = 12
-    llm_top_events: int = 8
-    llm_concurrency: int = 4
+    llm_top_events: int = 12  # the settings default it to max_events: every shown event
+    llm_concurrency: int = 6
     include_prereleases: bool = False
     weights: ScoreWeights = field(default_factory=ScoreWeights)
     source_keys: frozenset[str] | None = None  # the sources file in use; None: every stored source
@@ -115,9 +122,11 @@ async def build_digest(
     items = [to_item(e, selection.sources[e.source_id]) for e in selection.entries]
     analysis = await analyze(sessions, items, taxonomy, options.weights, now=now, date=date,
                              include_prereleases=options.include_prereleases, llm=llm, stats=stats)
-    ranked = _rank(analysis.records, options.max_events)
-    texts = await _write_all(ranked, options, date, llm, stats)
-    outcome = _Outcome(ranked, texts, stats, analysis.triage.as_dict())
+    briefs = _briefs(analysis.records, analysis.roundups)
+    ranked = _rank([r for r in analysis.records if r.event_id not in analysis.roundups],
+                   options.max_events)
+    texts = await _write_all(ranked, options, date, llm, stats, [b.name for b in briefs])
+    outcome = _Outcome(ranked, texts, stats, analysis.triage.as_dict(), briefs)
     return await _store(sessions, window, selection, outcome, now, existing, options)
 
 
@@ -194,6 +203,12 @@ def _rank(records: Sequence[EventRecord], limit: int) -> list[EventRecord]:
     return sorted(relevant, key=lambda r: (-r.score, r.event_id))[:limit]
 
 
+def _briefs(records: Sequence[EventRecord], roundups: frozenset[int]) -> tuple[Brief, ...]:
+    """The relevant roundups as briefs (best first): one 简讯 / Briefs entry, not main events."""
+    chosen = _rank([r for r in records if r.event_id in roundups], BRIEF_ROUNDUPS)
+    return bounded_briefs([brief_of(r.event_id, r.items, r.layers, r.score) for r in chosen if r.items])
+
+
 @dataclass
 class _Texts:
     events: dict[str, list[EventWriteup]]
@@ -208,6 +223,7 @@ class _Outcome:
     texts: _Texts
     stats: WriteStats
     triage: dict[str, int]
+    briefs: tuple[Brief, ...] = ()
 
 
 async def _write_all(
@@ -216,12 +232,15 @@ async def _write_all(
     date: dt.date,
     llm: LLMClient | None,
     stats: WriteStats,
+    briefs: Sequence[str] = (),
 ) -> _Texts:
     """Every locale's write-ups; at most ``llm_concurrency`` LLM calls at a time."""
     gate = asyncio.Semaphore(max(1, options.llm_concurrency))
-    events = [record.as_input() for record in ranked]
+    inputs = [record.as_input() for record in ranked]
+    asked = [_llm_input(r, e) for r, e in zip(ranked, inputs, strict=True)] if llm else inputs
+    events = list(zip(inputs, asked, strict=True))
     written = await asyncio.gather(*(
-        _write_locale(events, locale, options.llm_top_events, date, llm, stats, gate)
+        _write_locale(events, locale, options.llm_top_events, date, llm, stats, gate, briefs)
         for locale in options.locales
     ))
     return _Texts({locale: texts for locale, (texts, _) in zip(options.locales, written, strict=True)},
@@ -229,36 +248,86 @@ async def _write_all(
 
 
 async def _write_locale(
-    events: Sequence[EventInput],
+    events: Sequence[tuple[EventInput, EventInput]],
     locale: str,
     llm_top: int,
     date: dt.date,
     llm: LLMClient | None,
     stats: WriteStats,
     gate: asyncio.Semaphore,
+    briefs: Sequence[str] = (),
 ) -> tuple[list[EventWriteup], DayWriteup]:
-    """One locale: the events concurrently (kept in rank order), then the day over them."""
-    written = list(await asyncio.gather(*(
-        _write_event(event, locale, llm if rank < llm_top else None, stats, gate)
-        for rank, event in enumerate(events)
-    )))
+    """One locale: the events concurrently (kept in rank order), then the day over them.
+
+    With a client, every event the LLM did not write (past ``llm_top``, or its answer
+    failed or was rejected) says so in its summary (:func:`_marked`); the day is
+    written from the unmarked texts.
+    """
+    outcomes = await asyncio.gather(*(
+        _write_event(event, asked, locale, llm if rank < llm_top else None, stats, gate)
+        for rank, (event, asked) in enumerate(events)
+    ))
+    written = [text for text, _ in outcomes]
     day = None
     if llm is not None and written:
         async with gate:
             day = await llm_day(llm, written, locale, date, stats=stats)
-    return written, day or extractive_day(written, locale, date)
+    day = day or extractive_day(written, locale, date, briefs=briefs)
+    if llm is not None:
+        written = [_marked(text, why, locale) for text, why in outcomes]
+    return written, day
 
 
 async def _write_event(
-    event: EventInput, locale: str, llm: LLMClient | None, stats: WriteStats,
+    event: EventInput, asked: EventInput, locale: str, llm: LLMClient | None, stats: WriteStats,
     gate: asyncio.Semaphore,
-) -> EventWriteup:
-    if llm is not None:
-        async with gate:
-            written = await llm_event(llm, event, locale, stats=stats)
-        if written is not None:
-            return written
-    return extractive_event(event, locale)
+) -> tuple[EventWriteup, str | None]:
+    """The LLM's write-up of ``asked`` (the event with its body excerpts), else the extractive one
+    of ``event`` and why (the fallback reason counted in ``stats``; ``not_asked`` without a client)."""
+    if llm is None:
+        return extractive_event(event, locale), "not_asked"
+    mine = WriteStats()  # this event's own outcome, added to the build's
+    async with gate:
+        written = await llm_event(llm, asked, locale, stats=mine)
+    stats.calls, stats.cache_hits = stats.calls + mine.calls, stats.cache_hits + mine.cache_hits
+    stats.tokens += mine.tokens
+    stats.fallbacks.update(mine.fallbacks)
+    if written is not None:
+        return written, None
+    return extractive_event(event, locale), next(iter(mine.fallbacks), "unknown")
+
+
+# The per-event note on a write-up the LLM did not write, in a digest it wrote the rest of.
+FALLBACK_NOTES: dict[str, dict[str, str]] = {
+    "zh": {"figures": "（模型稿中的数字在来源里核对不到，本条改用抽取式摘要。）",
+           "other": "（本条未由模型撰写，为抽取式摘要。）"},
+    "en": {"figures": "(The model's draft stated figures the sources do not; this write-up is "
+                      "extractive.)",
+           "other": "(Not written by the model; this write-up is extractive.)"},
+}
+
+
+def _marked(text: EventWriteup, why: str | None, locale: str) -> EventWriteup:
+    """``text`` with a short note in front of its summary when the LLM did not write it."""
+    if why is None:
+        return text
+    notes = FALLBACK_NOTES.get(locale, FALLBACK_NOTES["en"])
+    note = notes["figures" if why == "figures" else "other"]
+    return replace(text, summary=f"{note}{'' if locale == 'zh' else ' '}{text.summary}")
+
+
+def _llm_input(record: EventRecord, event: EventInput) -> EventInput:
+    """The event as the LLM reads it: each source's summary and a bounded excerpt of its body."""
+    items: dict[tuple[str | None, str], Item] = {}
+    for each in record.items:
+        items.setdefault((each.url, each.title), each)
+    parts = []
+    for source in event.sources:
+        item = items.get((source.url, source.title))
+        parts.append((item.summary, item.body) if item is not None else (source.summary, ""))
+    texts = prompts.source_texts(event.title, parts)
+    return replace(event, sources=tuple(
+        replace(source, summary=text) for source, text in zip(event.sources, texts, strict=False)))
 
 
 async def _store(
@@ -387,6 +456,7 @@ async def _stats(
         "failed_sources": await _failed_sources(session, window, now, source_keys),
         "llm": outcome.stats.as_dict(),
         "triage": outcome.triage,
+        "briefs": [b.as_dict() for b in outcome.briefs],
     }
 
 
