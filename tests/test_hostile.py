@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from digest.domain.views import DigestView, EventView, SourceLink
+from digest.domain.writeups import Brief, BriefItem
 from digest.render.chat import strip_part_header
 from digest.render.renderer import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER, Renderer
 from digest.render.safety import clean_text, discord_escape
@@ -46,6 +47,21 @@ def hostile_events(make_event: Callable[..., EventView]) -> tuple[EventView, ...
     )
 
 
+BRIEF_MARK = "BRIEFMARK"
+
+
+def hostile_briefs() -> tuple[Brief, ...]:
+    """Roundups whose names, links and items attack every format (the 简讯 / Briefs entry)."""
+    items = tuple(BriefItem(f"{BRIEF_MARK}{i} {text}", url) for i, (text, url) in enumerate([
+        (SCRIPT, "javascript:alert(2)"), (MENTIONS, "data:text/html;base64,PHNjcmlwdD4="),
+        (MARKDOWN, "https://ok.example/?a=1&b=<2>"), (TITLE, "//evil.example/x"),
+        ("龍" * 5000, "https://ok.example/a b"), ("ж" * 3000, None)]))
+    return (Brief(7, TITLE, f"{SCRIPT} @everyone <@123>", "JaVaScRiPt:alert(4)", "<b>src</b>",
+                  ("kernel_codegen",), 50.0, items),
+            Brief(8, "😀" * 600, "😀" * 600, "https://ok.example/weekly", MENTIONS, ("runtime",), 40.0,
+                  (BriefItem(f"{BRIEF_MARK}9 {MENTIONS} " * 30, "vbscript:x"),)))
+
+
 @pytest.fixture(params=["zh", "en"])
 def view(request: pytest.FixtureRequest, make_view: Callable[..., DigestView],
          make_event: Callable[..., EventView]) -> DigestView:
@@ -53,7 +69,7 @@ def view(request: pytest.FixtureRequest, make_view: Callable[..., DigestView],
     return make_view(hostile_events(make_event), locale=request.param, title=TITLE,
                      overview=LONG, watchlist=(SCRIPT, "@everyone", "<@123>", MARKDOWN),
                      stats={"entries_by_source": {"<b>src</b>": 2}, "failed_sources": ["<i>x</i>"],
-                            "late": 1})
+                            "late": 1}, briefs=hostile_briefs())
 
 
 @pytest.fixture(scope="module")
@@ -212,3 +228,21 @@ def test_zero_width_and_bidi_marks_never_reach_a_reader(renderer: Renderer, view
         assert "MLIR" in output or fmt == "subject", fmt
     discord = "".join(t for p in renderer.discord(view) for t in discord_texts(p))
     assert not any(mark in discord for mark in INVISIBLE[1:]) and "MLIR" in discord
+
+
+def test_hostile_briefs_reach_every_format_neutralised(renderer: Renderer, view: DigestView) -> None:
+    """Every brief line is shown (one line, bounded) in every format, and none of its attacks works."""
+    mail = renderer.email_parts(view)
+    outputs = {fmt: renderer.render(view, fmt) for fmt in ("html", "md", "text", "json")}
+    outputs |= {"email.html": mail.html, "email.text": mail.text,
+                "telegram": "".join(renderer.telegram(view)),
+                "discord": "".join(t for p in renderer.discord(view) for t in discord_texts(p))}
+    for fmt, output in outputs.items():
+        for n in (0, 1, 2, 3, 4, 5, 9):
+            assert f"{BRIEF_MARK}{n}" in output, (fmt, n)
+        no_bad_urls(output)
+        assert "龍" * 201 not in output and "ж" * 201 not in output, f"{fmt}: a brief line is not bounded"
+    for fmt in ("html", "email.html"):
+        assert SCRIPT not in outputs[fmt]
+    assert 'href="https://ok.example/?a=1&amp;b=&lt;2&gt;"' in outputs["html"]
+    assert not re.search(r"(?<!\\)<script", outputs["md"])

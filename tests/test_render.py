@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import datetime as dt
 import json
 import re
 from collections.abc import Callable
@@ -14,6 +16,7 @@ from typing import Any
 import pytest
 
 from digest.domain.views import DigestView, EventView, SourceLink
+from digest.domain.writeups import Brief, BriefItem
 from digest.render.chat import LAYER_COLOURS
 from digest.render.renderer import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER, Renderer, personalise
 from digest.render.split import TELEGRAM_LIMIT, discord_problems, telegram_length, telegram_text
@@ -65,6 +68,17 @@ EN = {
 }
 LAYERS = [("tensor_ir", "optimization", "hardware_backend"), ("optimization", "kernel_codegen"),
           ("kernel_codegen", "hardware_backend")]
+BRIEF = Brief(
+    event_id=106, title="LLVM Weekly - #623, November 30th 2026", name="LLVM Weekly #623",
+    url="https://llvmweekly.org/issue/623", source="LLVM Weekly", layers=("tensor_ir", "kernel_codegen"),
+    score=57.6, items=(
+        BriefItem("The branch for LLVM 22.x has been created and release candidates are expected every "
+                  "two weeks."),
+        BriefItem("An RFC proposes moving the MLIR sparse_tensor dialect's co-iteration lowering onto "
+                  "the vector dialect.", "https://discourse.llvm.org/t/rfc-sparse-co-iteration/8812"),
+        BriefItem("Clang now diagnoses std::vector<T> *misuse* & [more](javascript:x).",
+                  "javascript:alert(1)"),
+    ))
 
 
 def fixed_view(locale: str, make_view: Callable[..., DigestView],
@@ -82,7 +96,7 @@ def fixed_view(locale: str, make_view: Callable[..., DigestView],
         for n, (title, summary, why) in enumerate(text["events"], 1)
     )
     return make_view(events, locale=locale, title=text["title"], overview=text["overview"],
-                     watchlist=text["watch"], filtered=locale == "en",
+                     watchlist=text["watch"], filtered=locale == "en", briefs=(BRIEF,),
                      stats={"entries_by_source": {"arxiv": 3, "nvidia": 2},
                             "failed_sources": ["pytorch-blog"], "late": 1, "entries": 5})
 
@@ -195,7 +209,11 @@ def test_discord_payloads(renderer: Renderer, view: DigestView) -> None:
     embeds = [e for p in payloads for e in p["embeds"]]
     events = [e for e in embeds if "title" in e]
     assert len(events) == len(view.events)
-    assert len(embeds) == len(view.events) + (2 if view.locale == "zh" else 1), "a continuation in zh"
+    # one more embed for the briefs, and the second event continues in zh
+    assert len(embeds) == len(view.events) + 1 + (2 if view.locale == "zh" else 1), "a continuation in zh"
+    heading = "**简讯**" if view.locale == "zh" else "**Briefs**"
+    briefs = [e["description"] for e in embeds if e["description"].startswith(heading)]
+    assert len(briefs) == 1 and "[LLVM Weekly #623](https://llvmweekly.org/issue/623)" in briefs[0]
     assert [e["color"] for e in events] == [LAYER_COLOURS[x.layers[0]] for x in view.events]
     assert events[0]["url"] == "https://arxiv.org/abs/2609.01" and events[0]["title"].startswith("1. Torch")
     fields = {f["name"]: f["value"] for f in events[0]["fields"]}
@@ -252,3 +270,48 @@ def test_a_digest_that_fits_one_telegram_message_has_no_part_header(
         make_event: Callable[..., EventView]) -> None:
     (message,) = renderer.telegram(make_view((make_event(1),)))
     assert "1/1" not in message and not message.startswith("<i>")
+
+
+# --- the bundled sample day, built extractively end to end --------------------------------------------
+
+SHANGHAI = dt.timezone(dt.timedelta(hours=8))
+SAMPLE_DAY = dt.date(2026, 12, 1)
+# The issue's 2026-12-01 (GSoC report, Precompile, LLVM Weekly) and, written 20 h earlier,
+# a 2026-12-01 that holds the Triton 3.6.0 release.
+SAMPLE_NOWS = {"": dt.datetime(2026, 12, 2, 3, 50, tzinfo=SHANGHAI),
+               "-release": dt.datetime(2026, 12, 1, 8, 5, tzinfo=SHANGHAI)}
+
+
+@pytest.mark.parametrize(("locale", "variant"), [("zh", ""), ("en", ""), ("zh", "-release")])
+def test_sample_day_golden(locale: str, variant: str, tmp_path: Path, regen_golden: bool) -> None:
+    """The samples' 2026-12-01, fetched from files and built with no model: the extractive digest as a
+    reader gets it (write-ups, briefs, release lines). Event ids are masked: they are storage order."""
+    now = SAMPLE_NOWS[variant]
+    from digest.build.pipeline import BuildOptions, build_digest
+    from digest.ingest.fetch import FetchOptions
+    from digest.ingest.pipeline import fetch_sources
+    from digest.ingest.samples import write_samples
+    from digest.ingest.sources import load_sources
+    from digest.store.db import open_database
+    from digest.store.queries import load_view
+
+    async def build() -> DigestView:
+        sources = write_samples(tmp_path / "samples", now)
+        async with open_database(f"sqlite+aiosqlite:///{tmp_path / 'd.db'}") as sessions:
+            await fetch_sources(sessions, load_sources(sources), FetchOptions(concurrency=1), now=now)
+            await build_digest(sessions, SAMPLE_DAY, BuildOptions(locales=(locale,)), now=now)
+            async with sessions() as session:
+                return await load_view(session, SAMPLE_DAY, locale)
+
+    view = asyncio.run(build())
+    text = re.sub(r"/e/\d+\)", "/e/N)", Renderer(site_url=SITE).render(view, "md"))
+    golden = GOLDEN / "samples" / f"{SAMPLE_DAY}{variant}.{locale}.md"
+    if regen_golden:
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text, encoding="utf-8")
+    assert not any("Weekly" in e.title for e in view.events), "a roundup is never a main event"
+    if variant:
+        assert "版本 v3.6.0：版本说明中未见破坏性变更或弃用。" in text
+    else:
+        assert [b.name for b in view.briefs] == ["LLVM Weekly #623"]
+    assert text == golden.read_text(encoding="utf-8"), "run pytest --regen-golden and review"

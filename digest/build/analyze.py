@@ -22,7 +22,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from digest.analyze.classify import is_borderline, is_news, with_verdict
+from digest.analyze.classify import is_borderline, is_news, is_roundup, with_verdict
 from digest.analyze.cluster import cluster, cluster_keys
 from digest.analyze.score import ScoreWeights
 from digest.analyze.taxonomy import Taxonomy
@@ -61,10 +61,11 @@ class TriageCounts:
 
 @dataclass(frozen=True)
 class Analysis:
-    """The window's events as stored, and what the triage changed."""
+    """The window's events as stored, what the triage changed, and which events are roundups."""
 
     records: list[EventRecord]
     triage: TriageCounts
+    roundups: frozenset[int] = frozenset()  # event ids the classifier marks as roundups (briefs)
 
 
 async def analyze(
@@ -93,7 +94,9 @@ async def analyze(
         planned = await triage(llm, planned, taxonomy, counts, stats)
     async with sessions.begin() as session:
         records = await save_events(session, planned, taxonomy, weights, now, before=date)
-    return Analysis(records, counts)
+    roundups = frozenset(r.event_id for r, p in zip(records, planned, strict=True)
+                         if is_roundup(p.verdict.totals, taxonomy))
+    return Analysis(records, counts, roundups)
 
 
 async def triage(

@@ -24,11 +24,16 @@ _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "Augu
            "September", "October", "November", "December")
 
 
-def extractive_day(events: Sequence[EventWriteup], locale: str, date: dt.date) -> DayWriteup:
-    """The day's title, overview and watch list, composed from the given events only."""
+def extractive_day(events: Sequence[EventWriteup], locale: str, date: dt.date, *,
+                   briefs: Sequence[str] = ()) -> DayWriteup:
+    """The day's title, overview and watch list, composed from the given events only.
+
+    ``briefs`` names the roundups shown as briefs: the overview says they are
+    there, and they never make the title.
+    """
     return DayWriteup(
         title=_day_title(events, locale, date),
-        overview=_overview(events, locale, date),
+        overview=_overview(events, locale, date) + _briefs_line(briefs, locale),
         watchlist=watchlist(events),
         mode=WriteMode.EXTRACTIVE,
     )
@@ -165,6 +170,16 @@ def _overview(events: Sequence[EventWriteup], locale: str, date: dt.date) -> str
     if shared:
         text += " Shared across events: " + ", ".join(f"{term} ({n})" for term, n in shared) + "."
     return text
+
+
+def _briefs_line(names: Sequence[str], locale: str) -> str:
+    """"另有简讯：LLVM Weekly #623 的要点。" / " In brief: items from LLVM Weekly #623."."""
+    shown = list(dict.fromkeys(n for n in names if n))
+    if not shown:
+        return ""
+    if locale == "zh":
+        return f"另有简讯：{'、'.join(shown)} 的要点。"
+    return f" In brief: items from {and_list(shown)}."
 
 
 def _shared_terms(events: Sequence[EventWriteup], most: int = 4) -> list[tuple[str, int]]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from digest.domain.daytext import extractive_day
-from digest.domain.writeups import EventWriteup, item_kind, overall_mode
+from digest.domain.writeups import Brief, EventWriteup, item_kind, overall_mode
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,7 @@ class DigestView:
     tokens: int = 0
     read_count: int = 0
     filtered: bool = False
+    briefs: tuple[Brief, ...] = ()  # roundups as one 简讯 / Briefs entry below the events
 
     @property
     def generation_mode(self) -> str:
@@ -99,7 +100,7 @@ def keeps(event: Filterable, layers: AbstractSet[str] | None, min_score: float |
 def filter_view(
     view: DigestView, layers: Collection[str] | None = None, min_score: float | None = None
 ) -> DigestView:
-    """Keep the events :func:`keeps` keeps for ``layers`` and ``min_score``.
+    """Keep the events and briefs :func:`keeps` keeps for ``layers`` and ``min_score``.
 
     When anything is filtered out, the title, overview and watch list are
     recomposed from the kept events so they never name an event the reader
@@ -107,8 +108,10 @@ def filter_view(
     """
     wanted = frozenset(layers) if layers is not None else None
     kept = tuple(e for e in view.events if keeps(e, wanted, min_score))
-    if len(kept) == len(view.events):
+    briefs = tuple(b for b in view.briefs if keeps(b, wanted, min_score))
+    if len(kept) == len(view.events) and len(briefs) == len(view.briefs):
         return view
-    day = extractive_day([e.as_writeup() for e in kept], view.locale, view.date)
-    return replace(view, events=kept, title=day.title, overview=day.overview,
+    day = extractive_day([e.as_writeup() for e in kept], view.locale, view.date,
+                         briefs=[b.name for b in briefs])
+    return replace(view, events=kept, briefs=briefs, title=day.title, overview=day.overview,
                    watchlist=tuple(day.watchlist), day_mode=day.mode, filtered=True)

@@ -8,8 +8,9 @@ A ``mode`` is the model name that wrote a text, or ``WriteMode.EXTRACTIVE``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from digest.domain.status import WriteMode
 
@@ -79,6 +80,60 @@ class DayWriteup:
     overview: str
     watchlist: tuple[str, ...]
     mode: str
+
+
+@dataclass(frozen=True)
+class BriefItem:
+    """One line of a roundup, in the roundup's own words, and its link when the roundup gives one."""
+
+    text: str
+    url: str | None = None
+
+
+@dataclass(frozen=True)
+class Brief:
+    """A roundup (a weekly newsletter) shown as one 简讯 / Briefs entry: its name and its items.
+
+    Not a main event: it takes no rank and never names the day. ``layers`` and
+    ``score`` are the roundup event's, for the subscriber filter.
+    """
+
+    event_id: int
+    title: str
+    name: str
+    url: str | None
+    source: str
+    layers: tuple[str, ...]
+    score: float
+    items: tuple[BriefItem, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (a digest's stats keep its briefs)."""
+        return {"event_id": self.event_id, "title": self.title, "name": self.name, "url": self.url,
+                "source": self.source, "layers": list(self.layers), "score": self.score,
+                "items": [{"text": i.text, "url": i.url} for i in self.items]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Brief | None:
+        """A stored brief, or None when the stored value does not have the shape :meth:`as_dict` gives."""
+        try:
+            items = tuple(BriefItem(str(i["text"]), i["url"] if isinstance(i.get("url"), str) else None)
+                          for i in data["items"] if isinstance(i, Mapping) and i.get("text"))
+            url = data.get("url")
+            return cls(int(data["event_id"]), str(data["title"]), str(data["name"]),
+                       url if isinstance(url, str) else None, str(data.get("source", "")),
+                       tuple(str(x) for x in data.get("layers", ())), float(data.get("score", 0.0)),
+                       items)
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+def briefs_of(stored: object) -> tuple[Brief, ...]:
+    """The briefs a digest's stats keep under ``briefs`` (malformed entries skipped)."""
+    if not isinstance(stored, list):
+        return ()
+    found = (Brief.from_dict(b) for b in stored if isinstance(b, Mapping))
+    return tuple(b for b in found if b is not None and b.items)
 
 
 def overall_mode(modes: Iterable[str]) -> str:

@@ -51,7 +51,7 @@ def telegram_messages(env: Environment, c: dict[str, Any]) -> list[str]:
     macros = env.get_template("telegram.html.j2").module
     blocks = [str(macros.header(c))]  # type: ignore[attr-defined]
     blocks += [str(macros.event(c, e, n)) for n, e in enumerate(c["view"].events, 1)]  # type: ignore[attr-defined]
-    blocks += [str(macros.watch(c)), str(macros.notes(c))]  # type: ignore[attr-defined]
+    blocks += [str(macros.briefs(c)), str(macros.watch(c)), str(macros.notes(c))]  # type: ignore[attr-defined]
     parts = split_telegram(blocks)
     if len(parts) == 1:
         return parts
@@ -77,6 +77,7 @@ def discord_payloads(c: dict[str, Any]) -> list[dict[str, Any]]:
     """The digest as Discord payloads: header as content, an embed per event, notes last."""
     view = c["view"]
     embeds = [embed for n, e in enumerate(view.events, 1) for embed in event_embeds(c, e, n)]
+    embeds += briefs_embeds(c)
     embeds += notes_embeds(c)
     return pack_discord(split_plain(_header(c), DISCORD_CONTENT), embeds)
 
@@ -160,6 +161,21 @@ def event_embeds(c: dict[str, Any], e: EventView, n: int) -> list[dict[str, Any]
     embeds[0] = {**first, **embeds[0]}
     embeds[-1] = {**embeds[-1], **last}
     return embeds
+
+
+def briefs_embeds(c: dict[str, Any]) -> list[dict[str, Any]]:
+    """The briefs (roundups' items) as one embed, continued in more when long; none without briefs."""
+    view, t = c["view"], c["t"]
+    if not view.briefs:
+        return []
+    sections = [(f"**{discord_escape(t['briefs'])}**", "")]
+    for b in view.briefs:
+        name = fit(b.name, 200)
+        head = _link(name, safe_url(b.url)) + discord_escape(t["brief_quoted"])
+        lines = [f"• {_link(fit(i.text, 300), safe_url(i.url))}" for i in b.items]
+        sections.append((f"**{head}**\n", "\n".join(lines)))
+    return [{"description": chunk, "color": NOTES_COLOUR}
+            for chunk in _paragraphs(sections, DISCORD_DESCRIPTION)]
 
 
 def notes_embeds(c: dict[str, Any]) -> list[dict[str, Any]]:

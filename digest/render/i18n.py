@@ -6,6 +6,8 @@ LABELS: dict[str, dict[str, str]] = {
     "zh": {
         "overview": "今日概览",
         "events": "重点变化",
+        "briefs": "简讯",
+        "brief_quoted": "（原文要点）",
         "why": "为什么重要",
         "layers": "涉及层级",
         "sources": "来源",
@@ -40,6 +42,8 @@ LABELS: dict[str, dict[str, str]] = {
     "en": {
         "overview": "Overview",
         "events": "Key changes",
+        "briefs": "Briefs",
+        "brief_quoted": " (items as written)",
         "why": "Why it matters",
         "layers": "Layers",
         "sources": "Sources",

@@ -24,6 +24,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from digest.domain.layers import BY_ID
 from digest.domain.status import WriteMode
 from digest.domain.views import DigestView, EventView, SourceLink
+from digest.domain.writeups import Brief, BriefItem
 from digest.render.email import (
     PREFERENCES_PLACEHOLDER,
     UNSUBSCRIBE_PLACEHOLDER,
@@ -33,7 +34,7 @@ from digest.render.email import (
     personalise,
 )
 from digest.render.i18n import component_label, labels
-from digest.render.safety import clean_text, md_escape, md_url, safe_url
+from digest.render.safety import clean_text, md_escape, md_url, one_line, safe_url
 from digest.resources import templates_dir
 
 __all__ = [
@@ -49,6 +50,8 @@ __all__ = [
 ]
 
 FORMATS = ("md", "text", "html", "json", "telegram", "discord")
+BRIEF_TITLE_MAX = 200  # a brief's name, title and source, on one line
+BRIEF_LINE_MAX = 200  # one item line (the writer keeps them to 160; stored or hostile ones are cut here)
 
 # Labels only the push formats use (kept here so i18n.py stays the web's and the core's).
 EXTRA_LABELS: dict[str, dict[str, str]] = {
@@ -72,12 +75,23 @@ def _clean_event(e: EventView) -> EventView:
     )
 
 
+def _clean_brief(b: Brief) -> Brief:
+    """A brief with clean one-line texts and only http(s) links."""
+    return replace(
+        b, title=one_line(b.title, BRIEF_TITLE_MAX), name=one_line(b.name, BRIEF_TITLE_MAX),
+        source=one_line(b.source, BRIEF_TITLE_MAX), url=safe_url(b.url),
+        layers=tuple(clean_text(x) for x in b.layers),
+        items=tuple(BriefItem(one_line(i.text, BRIEF_LINE_MAX), safe_url(i.url)) for i in b.items),
+    )
+
+
 def clean_view(view: DigestView) -> DigestView:
     """``view`` with control characters and bidi overrides removed from every text."""
     return replace(
         view, title=clean_text(view.title), overview=clean_text(view.overview),
         watchlist=tuple(clean_text(w) for w in view.watchlist),
         events=tuple(_clean_event(e) for e in view.events),
+        briefs=tuple(_clean_brief(b) for b in view.briefs),
     )
 
 
@@ -165,6 +179,7 @@ class Renderer:
             "window": {"start": view.window_start.astimezone(zone).isoformat(),
                        "end": view.window_end.astimezone(zone).isoformat()},
             "events": [_event_json(e) for e in view.events],
+            "briefs": [_brief_json(b) for b in view.briefs],
             "watchlist": list(view.watchlist),
             "stats": {
                 "entries_by_source": view.stats.get("entries_by_source", {}),
@@ -185,6 +200,14 @@ def _event_json(e: EventView) -> dict[str, Any]:
         "sources": [{"name": s.name, "url": safe_url(s.url)} for s in e.sources],
         "summary": e.summary, "why_it_matters": e.why_it_matters,
         "watch": list(e.watch), "written_by": e.written_by, "updated": e.updated,
+    }
+
+
+def _brief_json(b: Brief) -> dict[str, Any]:
+    return {
+        "event_id": b.event_id, "name": b.name, "title": b.title, "url": safe_url(b.url),
+        "source": b.source, "layers": list(b.layers), "score": round(b.score, 1),
+        "items": [{"text": i.text, "url": safe_url(i.url)} for i in b.items],
     }
 
 

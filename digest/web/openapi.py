@@ -57,9 +57,14 @@ SCHEMAS: dict[str, Any] = {
         "date": _DATE, "locale": _STR, "title": _STR, "overview": _STR,
         "generation_mode": {"type": "string", "description": "model name, extractive, or mixed"},
         "window": _obj({"start": _TIME, "end": _TIME}), "events": _list("DigestEvent"),
+        "briefs": _list("Brief"),
         "watchlist": {"type": "array", "items": _STR},
         "stats": _obj({"entries_by_source": {"type": "object", "additionalProperties": _INT},
                        "tokens": _INT}),
+    }),
+    "Brief": _obj({
+        "event_id": _INT, "name": _STR, "title": _STR, "url": _URL, "source": _STR, "layers": _LAYERS,
+        "score": _NUM, "items": {"type": "array", "items": _obj({"text": _STR, "url": _URL})},
     }),
     "RecentEvent": _obj({
         "id": _INT, "title": _STR, "summary": _STR, "url": _URL, "score": _NUM,

@@ -13,13 +13,26 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from digest.analyze.figures import Result, extract_figures, results
+from digest.analyze.releases import ReleaseNotes, release_notes
 from digest.domain.arxiv import ARXIV_PREFIX_RE
 from digest.domain.daytext import and_list, cut, short_name
+from digest.domain.items import Item
 from digest.domain.layers import BY_ID, LAYER_IDS
 from digest.domain.status import WriteMode
-from digest.domain.writeups import BLOG, PAPER, RELEASE, ROUNDUP, EventInput, EventWriteup, SourceText
+from digest.domain.writeups import (
+    BLOG,
+    PAPER,
+    RELEASE,
+    ROUNDUP,
+    Brief,
+    BriefItem,
+    EventInput,
+    EventWriteup,
+    SourceText,
+)
 
 SUMMARY_CHARS = 600
 EXCERPT_CHARS = 1200  # the body excerpt handed to the writers beside the summary
@@ -429,19 +442,62 @@ def extractive_event(event: EventInput, locale: str) -> EventWriteup:
     title = " ".join(primary.title.split()) if primary and primary.title.strip() else event.title
     quoted = lead(best_summary(event))
     found = event_results(event)
-    composed = _composed(event, found, locale)
+    notes = notes_of(event)
+    composed = _composed(event, found, locale) + (release_line(notes, locale) if notes else "")
     rest = (f"原文摘录：{quoted}" if locale == "zh" else f"From the source: {quoted}") if quoted else (
         _no_summary(locale))
     summary = f"{composed}{rest}" if locale == "zh" else f"{composed} {rest}"
     return EventWriteup(
         title=title,
         summary=summary,
-        why_it_matters=_why(event, found, locale),
-        watch=_watch(event, title, found, locale),
+        why_it_matters=_why(event, found, locale, notes),
+        watch=_watch(event, title, found, locale, notes),
         layers=tuple(lid for lid in LAYER_IDS if lid in event.layers),
         mode=WriteMode.EXTRACTIVE,
         kind=primary.item_kind if primary else "",
     )
+
+
+def notes_of(event: EventInput) -> ReleaseNotes | None:
+    """What the primary source's release notes change, when the event is a release."""
+    primary = event.sources[0] if event.sources else None
+    if primary is None or primary.item_kind != RELEASE:
+        return None
+    return release_notes(primary.title, primary.summary, primary.url)
+
+
+RELEASE_ITEMS_SHOWN = 2
+
+
+def release_line(notes: ReleaseNotes, locale: str) -> str:
+    """"版本 v3.4.0：破坏性变更 2 项（…）；弃用 1 项（…）。" or the same in English; "" with nothing to say.
+
+    With no breaking change, deprecation or removal listed, it says so: that too is
+    news for whoever upgrades.
+    """
+    lists = [(notes.breaking, "破坏性变更", ("breaking change", "breaking changes")),
+             (notes.deprecated, "弃用", ("deprecation", "deprecations")),
+             (notes.removed, "移除", ("removal", "removals"))]
+    if locale == "zh":
+        parts = [f"{zh} {len(items)} 项（{_shown(items, locale)}）" for items, zh, _ in lists if items]
+        head = f"版本 {notes.version}：" if notes.version else "版本说明列出"
+        if not parts:
+            return f"{head}版本说明中未见破坏性变更或弃用。" if notes.version else ""
+        return _pad(head + "；".join(parts) + "。")
+    parts = [f"{len(items)} {en[len(items) != 1]} ({_shown(items, locale)})" for items, _, en in lists
+             if items]
+    head = f"Version {notes.version}: " if notes.version else "The release notes list "
+    if not parts:
+        return f" {head}the release notes list no breaking change or deprecation." if notes.version else ""
+    return f" {head}{'; '.join(parts)}."
+
+
+def _shown(items: Sequence[str], locale: str) -> str:
+    shown = list(items[:RELEASE_ITEMS_SHOWN])
+    more = len(items) - len(shown)
+    if locale == "zh":
+        return "；".join(shown) + (" 等" if more else "")
+    return "; ".join(shown) + (f"; and {more} more" if more else "")
 
 
 def _no_summary(locale: str) -> str:
@@ -566,7 +622,8 @@ def _role(event: EventInput) -> str:
     return max(layers, key=lambda lid: (hits(lid), -layers.index(lid))) if layers else ""
 
 
-def _why(event: EventInput, found: Sequence[Result], locale: str) -> str:
+def _why(event: EventInput, found: Sequence[Result], locale: str,
+         notes: ReleaseNotes | None = None) -> str:
     """Why it matters, from facts: the layer's stake, how the figures stand, who reports it."""
     kinds = _kinds(event)
     kind = kinds[0][0] if kinds else BLOG
@@ -575,7 +632,9 @@ def _why(event: EventInput, found: Sequence[Result], locale: str) -> str:
     before_after = any(r.before for r in found)
     if locale == "zh":
         text = f"{_ROLE_ZH[role]}。" if role else ("" if kind == ROUNDUP else "这一条尚未归入具体层级。")
-        if kind == RELEASE:
+        if kind == RELEASE and notes is not None and notes.breaking:
+            text += f"这是正式版本，其中 {len(notes.breaking)} 项破坏性变更需要下游先迁移再升级。"
+        elif kind == RELEASE:
             text += "这是正式版本，下游可以据此升级；版本说明中的变更与修复值得逐条核对。"
         elif kind == ROUNDUP:
             text += "周报只给出线索，细节需看各条链接的原始讨论。"
@@ -592,7 +651,11 @@ def _why(event: EventInput, found: Sequence[Result], locale: str) -> str:
         return _pad(text)
     text = f"{_ROLE_EN[role][0].upper()}{_ROLE_EN[role][1:]}." if role else (
         "" if kind == ROUNDUP else "Not yet assigned to a layer.")
-    if kind == RELEASE:
+    if kind == RELEASE and notes is not None and notes.breaking:
+        n = len(notes.breaking)
+        text += (f" This is a release, and its {n} breaking change{'s' if n != 1 else ''} need downstream "
+                 "migration before upgrading.")
+    elif kind == RELEASE:
         text += " This is a release downstream projects can move to; check its changes and fixes."
     elif kind == ROUNDUP:
         text += " A newsletter gives leads; the details are in the linked discussions."
@@ -610,10 +673,15 @@ def _why(event: EventInput, found: Sequence[Result], locale: str) -> str:
     return text.strip()
 
 
-def _watch(event: EventInput, title: str, found: Sequence[Result], locale: str) -> tuple[str, ...]:
-    """Project names, the main claim to verify, and a release to expect."""
+def _watch(event: EventInput, title: str, found: Sequence[Result], locale: str,
+           notes: ReleaseNotes | None = None) -> tuple[str, ...]:
+    """Project names, the main claim to verify, a release's breaking changes, and a release to expect."""
     name = project_name(event) or short_name(title)
     items = [name] if name else []
+    if notes is not None and notes.breaking:
+        n = len(notes.breaking)
+        items.append(_pad(f"升级前核对：{name} 的 {n} 项破坏性变更") if locale == "zh"
+                     else f"Before upgrading: {n} breaking change{'s' if n != 1 else ''} in {name}")
     claim = next((r for r in found if r.has_baseline), None)
     if claim is not None:
         said = result_text(claim, locale)
@@ -639,3 +707,138 @@ def _expected(sentence: str, name: str, locale: str) -> str:
     stage = _STAGE.search(sentence)
     word = stage.group(1).lower() if stage else "preview"
     return _pad(f"后续：{name} 从 {word} 转为正式功能") if locale == "zh" else f"Next: {name} beyond {word}"
+
+
+# --- roundups as briefs --------------------------------------------------------------------------
+
+BRIEF_ITEMS = 8  # bullets of one 简讯 / Briefs entry, all roundups together
+BRIEF_CHARS = 160  # one line each
+BRIEF_MIN_WORDS = 4
+_REF = r"(?:[0-9a-f]{7,40}|#\d{1,7}|\[(?:link|commit|PR|pdf|video|slides)\])"
+_TRAILING_REFS = re.compile(rf"(?:[\s,;]*(?:\(\s*{_REF}(?:\s*[,;]\s*{_REF})*\s*\)|{_REF}))+[.;,]?$", re.I)
+_ONLY_REFS = re.compile(rf"^(?:{_REF}[\s,;.()]*)+$", re.I)
+_NEWSLETTER = re.compile(r"\b(?:weekly|newsletter)\b", re.I)
+_SHA = re.compile(r"(?<![0-9a-z])[0-9a-f]{7,40}(?![0-9a-z])")
+_NUMBER_REF = re.compile(r"#(\d{1,7})\b")
+_SLUG_WORD = re.compile(r"[a-z][a-z0-9]{2,}")
+_SLUG_STOP = frozenset(str.split(
+    "the and for with from into onto this that are was were has have been its http https www com org "
+    "html htm php blob tree main master issue issues pull pulls commit commits discourse llvm github"))
+
+
+def brief_of(event_id: int, items: Sequence[Item], layers: Sequence[str], score: float,
+             most: int = BRIEF_ITEMS) -> Brief:
+    """A roundup event as a brief: its primary entry's name and link, and up to ``most`` item lines.
+
+    The lines are the roundup's own list items (its body's paragraphs when the feed kept
+    them, else its summary's sentences), without the greeting, headings and commit
+    references, each one line of at most ``BRIEF_CHARS`` characters cut at a word.
+    A line gets a link only when one of the entry's links plainly belongs to it.
+    """
+    primary = items[0]
+    links = [u for i in items for u in i.links if u != primary.url]
+    lines = roundup_items(primary.summary, primary.body, links, most)
+    title = " ".join(primary.title.split())
+    named = _NEWSLETTER.search(title) and short_name(title)  # "LLVM Weekly #623"
+    return Brief(event_id=event_id, title=title, name=named or cut(title, 60),
+                 url=primary.url, source=primary.source_name, layers=tuple(layers), score=score,
+                 items=lines)
+
+
+def roundup_items(summary: str, body: str, links: Sequence[str],
+                  most: int = BRIEF_ITEMS) -> tuple[BriefItem, ...]:
+    """The items of a roundup's text, in its order, as one-line :class:`BriefItem`\\ s."""
+    blocks = [p for p in body.split("\n\n") if p.strip()] if "\n\n" in body else []
+    pieces = [s for block in blocks for s in _first_sentence(block)] if blocks else sentences(
+        clean_text(summary))
+    found: list[tuple[str, str]] = []  # (line, the text its link is looked for in)
+    for piece in pieces:
+        piece = " ".join(piece.split())
+        if _ONLY_REFS.match(piece):  # "8d5e4f2." after its item: the item's reference
+            if found:
+                found[-1] = (found[-1][0], f"{found[-1][1]} {piece}")
+            continue
+        text = _unheaded(piece)
+        line = _without_refs(text)
+        if (len(line.split()) < BRIEF_MIN_WORDS and not _CJK.search(line)) or _boilerplate(line) \
+                or _CHATTER.search(line):
+            continue
+        found.append((line, text))
+    seen: set[str] = set()
+    kept: list[BriefItem] = []
+    for line, where in found:
+        if line.casefold() in seen:
+            continue
+        seen.add(line.casefold())
+        kept.append(BriefItem(clip_line(line, BRIEF_CHARS), _item_link(where, links)))
+    return tuple(kept[:most])
+
+
+_CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+def _without_refs(text: str) -> str:
+    """``text`` without trailing commit hashes and ``(#123)`` references; its full stop kept."""
+    found = _TRAILING_REFS.search(text)
+    if found is None or found.start() == 0:
+        return text.strip()
+    stop = found.group(0)[-1] if found.group(0)[-1] in ".;," else ""
+    return text[: found.start()].rstrip() + ("." if stop else "")
+
+
+def _first_sentence(block: str) -> list[str]:
+    """A list item's subject: its first sentence (with any reference that follows it)."""
+    parts = sentences(clean_text(block))
+    if not parts:
+        return []
+    head = [parts[0]]
+    head += [p for p in parts[1:2] if _ONLY_REFS.match(p)]
+    return head
+
+
+def clip_line(text: str, limit: int) -> str:
+    """``text`` on one line within ``limit`` characters, cut at a space (never mid-word) with "…".
+
+    Text without spaces (Chinese) is cut at a character.
+    """
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    head = flat[: limit - 1]
+    if flat[limit - 1] != " " and " " in head:
+        head = head[: head.rfind(" ")]
+    return head.rstrip(" ,;:，、；") + "…"
+
+
+def _item_link(text: str, links: Sequence[str]) -> str | None:
+    """The link that plainly belongs to an item: its commit's hash, its ``#123``, or its words."""
+    shas = {m.group(0) for m in _SHA.finditer(text)}
+    numbers = set(_NUMBER_REF.findall(text))
+    for url in links:
+        path = url.split("://", 1)[-1].split("/", 1)[-1].lower()
+        if any(f"/commit/{sha}" in f"/{path}" or f"/commits/{sha}" in f"/{path}" for sha in shas):
+            return url
+        tail = path.rstrip("/").rsplit("/", 2)
+        if numbers and len(tail) >= 2 and tail[-2] in ("pull", "issues") and tail[-1] in numbers:
+            return url
+    words = {w for w in _SLUG_WORD.findall(text.lower()) if w not in _SLUG_STOP}
+    best: tuple[int, str] | None = None
+    for url in links:
+        slug = {w for w in _SLUG_WORD.findall(url.split("://", 1)[-1].split("/", 1)[-1].lower())
+                if w not in _SLUG_STOP}
+        shared = len(slug & words)
+        if shared >= 3 and 2 * shared >= len(slug) and (best is None or shared > best[0]):
+            best = (shared, url)
+    return best[1] if best else None
+
+
+def bounded_briefs(briefs: Sequence[Brief], total: int = BRIEF_ITEMS) -> tuple[Brief, ...]:
+    """The briefs with at most ``total`` items together, shared out in turn (best roundup first)."""
+    quota = [0] * len(briefs)
+    left = total
+    while left > 0 and any(q < len(b.items) for q, b in zip(quota, briefs, strict=True)):
+        for n, brief in enumerate(briefs):
+            if left > 0 and quota[n] < len(brief.items):
+                quota[n] += 1
+                left -= 1
+    return tuple(replace(b, items=b.items[:q]) for b, q in zip(briefs, quota, strict=True) if q)
