@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from digest.domain.layers import LAYER_IDS
 from digest.domain.window import latest_closed
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -163,73 +160,9 @@ def test_sources_list_shows_outcomes(built: tuple[Path, Path, str]) -> None:
     assert all(r["consecutive_failures"] == 0 and r["entries"] > 0 for r in rows)
 
 
-def _walk(parser: argparse.ArgumentParser, path: str = "digest") -> Iterator[tuple[str, argparse.Action]]:
-    """Every (command path, action) of the parser tree, subcommands included."""
-    for action in parser._actions:
-        yield path, action
-        if isinstance(action, argparse._SubParsersAction):
-            for name, child in action.choices.items():
-                yield from _walk(child, f"{path} {name}")
-
-
-def test_every_command_and_option_has_a_one_line_help() -> None:
-    from digest.cli.main import build_parser
-
-    for path, action in _walk(build_parser()):
-        if isinstance(action, argparse._SubParsersAction):
-            assert all(c.help for c in action._choices_actions), path
-        else:
-            assert action.help and "\n" not in action.help, (path, action.dest)
-        if "layers" in action.dest:
-            assert all(layer in (action.help or "") for layer in (*LAYER_IDS, "all")), path
-
-
-def test_top_level_help_has_no_rest_markup(capsys: pytest.CaptureFixture[str]) -> None:
-    from digest.cli.main import main
-
-    with pytest.raises(SystemExit):
-        main(["--help"])
-    assert "``" not in capsys.readouterr().out
-
-
-@pytest.mark.parametrize(("argv", "usage", "hint"), [
-    (["buidl"], "usage: digest [", "did you mean build?"),
-    (["preview", "--date", "2026-01-01", "--formt", "md"], "usage: digest preview", "did you mean --format?"),
-    (["subscribers", "remov", "1"], "usage: digest subscribers", "did you mean remove?"),
-])
-def test_a_typo_gets_the_closest_word_and_the_right_usage(
-        capsys: pytest.CaptureFixture[str], argv: list[str], usage: str, hint: str) -> None:
-    from digest.cli.main import main
-
-    with pytest.raises(SystemExit) as exit_:
-        main(argv)
-    err = capsys.readouterr().err
-    assert exit_.value.code == 2 and err.startswith(usage) and hint in err
-
-
-def test_preview_refuses_a_min_score_above_100_like_subscribers_add(built: tuple[Path, Path, str]) -> None:
-    tmp, _, date = built
-    out = digest(tmp, "preview", "--date", date, "--min-score", "150")
-    assert out.returncode == 2
-    assert out.stderr.startswith("digest: --min-score: must be a number from 0 to 100")
-
-
 def test_layers_all_is_accepted_where_the_help_shows_it(built: tuple[Path, Path, str]) -> None:
     tmp, _, date = built
     every = digest(tmp, "preview", "--date", date, "--format", "json", "--layers", "all")
     assert every.returncode == 0, every.stderr
     plain = digest(tmp, "preview", "--date", date, "--format", "json")
     assert json.loads(every.stdout)["events"] == json.loads(plain.stdout)["events"]
-
-
-def test_remove_of_a_number_that_is_an_id_and_a_chat_says_which(tmp_path: Path) -> None:
-    assert digest(tmp_path, "subscribers", "add", "--channel", "email", "--address", "a@example.com",
-                  "--layers", "all").returncode == 0
-    assert digest(tmp_path, "subscribers", "add", "--channel", "telegram", "--address", "1").returncode == 0
-    removed = digest(tmp_path, "subscribers", "remove", "1")
-    assert removed.returncode == 0, removed.stderr
-    assert removed.stdout.startswith("removed email subscriber 1 a@example.com")
-    kept = "telegram subscriber 2 at that address is kept (remove it with --channel telegram)"
-    assert kept in removed.stdout
-    chat = digest(tmp_path, "subscribers", "remove", "1", "--channel", "telegram")
-    assert chat.returncode == 0 and chat.stdout.startswith("removed telegram subscriber 2 1")

@@ -57,7 +57,7 @@ def _listed(digest: Run, *args: str) -> list[dict[str, object]]:
 
 def test_add_is_active_at_once_and_list_json_has_the_contract_shape(digest: Run) -> None:
     code, out, _ = digest("add", "--channel", "email", "--address", "Reader@Example.com")
-    assert code == 0 and out == "added email subscriber 1 reader@example.com: active\n"
+    assert code == 0 and out == "added subscriber #1 (email reader@example.com): active\n"
     code, _, _ = digest("add", "--channel", "telegram", "--address", "-1001234567890",
                         "--layers", "runtime,frontend", "--min-score", "40", "--locale", "en")
     assert code == 0
@@ -79,7 +79,7 @@ def test_add_existing_updates_preferences_and_says_so(digest: Run) -> None:
     digest("add", "--channel", "discord", "--address", "123456789012345678")
     code, out, _ = digest("add", "--channel", "discord", "--address", "channel:123456789012345678",
                           "--layers", "benchmark", "--min-score", "12.5")
-    assert code == 0 and out.startswith("updated the preferences of discord subscriber 1")
+    assert code == 0 and out.startswith("updated the preferences of subscriber #1 (discord ")
     (row,) = _listed(digest)
     assert (row["address"], row["layers"], row["min_score"]) == ("123456789012345678",
                                                                   ["benchmark"], 12.5)
@@ -88,15 +88,25 @@ def test_add_existing_updates_preferences_and_says_so(digest: Run) -> None:
 @pytest.mark.parametrize(("args", "option"), [
     (("--channel", "email", "--address", "not-an-email"), "--address: not a valid email address"),
     (("--channel", "telegram", "--address", "@name"), "--address: not a Telegram chat id"),
-    (("--channel", "email", "--address", "a@example.com", "--layers", ""), "--layers: no layers given"),
-    (("--channel", "email", "--address", "a@example.com", "--layers", "frontend,warp"),
-     "--layers: unknown layer(s) warp"),
-    (("--channel", "email", "--address", "a@example.com", "--min-score", "101"), "--min-score: must be"),
 ])
 def test_bad_add_exits_2_naming_the_option(digest: Run, args: tuple[str, ...], option: str) -> None:
     code, out, err = digest("add", *args)
     assert (code, out) == (2, "")
     assert err.startswith(f"digest: {option}") and err.count("\n") == 1
+    assert _listed(digest) == []
+
+
+@pytest.mark.parametrize(("args", "option"), [
+    (("--layers", ""), "--layers: no layers given"),
+    (("--layers", "frontend,warp"), "--layers: unknown layer(s) warp"),
+    (("--min-score", "101"), "--min-score: must be a number from 0 to 100"),
+])
+def test_bad_preferences_are_refused_while_parsing(digest: Run, args: tuple[str, ...], option: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        digest("add", "--channel", "email", "--address", "a@example.com", *args)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and f"digest subscribers add: error: argument {option}" in err
     assert _listed(digest) == []
 
 
@@ -110,12 +120,12 @@ def test_remove_by_id_or_address(digest: Run) -> None:
     digest("add", "--channel", "email", "--address", "a@example.com")
     digest("add", "--channel", "telegram", "--address", "-42")
     digest("add", "--channel", "email", "--address", "b@example.com")
-    assert digest("remove", "1")[:2] == (0, "removed email subscriber 1 a@example.com and its deliveries\n")
-    code, _, err = digest("remove", "-42")
-    assert code == 2 and "--channel: needed" in err
+    assert digest("remove", "1")[:2] == (
+        0, "removed subscriber #1 (email a@example.com) and its deliveries (1 read as its subscriber id)\n")
     assert digest("remove", "-42", "--channel", "telegram")[0] == 0
-    assert digest("remove", "B@example.com")[0] == 0
-    code, _, err = digest("remove", "7")
+    assert digest("remove", "B@example.com")[:2] == (
+        0, "removed subscriber #3 (email b@example.com) and its deliveries\n")
+    code, _, err = digest("remove", "7", "--id")
     assert code == 1 and err == "digest: error: no subscriber 7\n"
     code, _, err = digest("remove", "nobody@example.com")
     assert code == 1 and "no email subscriber at nobody@example.com" in err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,8 @@ GROUP = "compiler_digest.bots"
 def add_commands(sub: Any) -> None:
     """Register ``bot`` on the CLI."""
     bot = sub.add_parser("bot", help="run a chat bot in the foreground (long polling)")
-    bot.add_argument("platform", metavar="PLATFORM", help="telegram (installed bots are entry points)")
+    bot.add_argument("platform", metavar="PLATFORM",
+                     help="telegram or discord (the bots installed as entry points of compiler_digest.bots)")
     bot.set_defaults(handler=bot_cmd)
 
 
@@ -27,7 +29,10 @@ async def bot_cmd(settings: Settings, args: argparse.Namespace) -> int:
 
     found = [ep for ep in entry_points(group=GROUP) if ep.name == args.platform]
     if not found:
-        known = ", ".join(sorted(ep.name for ep in entry_points(group=GROUP))) or "none"
-        raise UsageError(f"no bot named {args.platform!r} is installed (installed: {known})")
+        names = sorted(ep.name for ep in entry_points(group=GROUP))
+        close = difflib.get_close_matches(args.platform, names, n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise UsageError(f"no bot named {args.platform!r} is installed (installed: "
+                         f"{', '.join(names) or 'none'}){hint}")
     run: Callable[[Settings], Coroutine[Any, Any, int]] = found[0].load()
     return await run(settings)

@@ -9,16 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from digest import bootstrap
 from digest.cli.output import (
-    checked_min_score,
-    expand_layers,
     format_table,
     iso_date,
+    layers_arg,
     layers_help,
     print_json,
+    score_arg,
     tell_wait,
 )
-from digest.domain.errors import UsageError
-from digest.domain.layers import parse_layers
 from digest.domain.locales import LOCALES
 from digest.domain.window import latest_closed, window_for
 
@@ -31,7 +29,11 @@ PREVIEW_FORMATS = ("md", "text", "html", "json", "telegram", "discord", "email")
 
 def add_commands(sub: Any) -> None:
     """Register ``build``, ``preview`` and ``events`` on the CLI."""
-    build = sub.add_parser("build", help="build and store the digest of a date")
+    build = sub.add_parser(
+        "build", help="build and store the digest of a date",
+        description="build and store the digest of a date (default: the latest closed window). "
+                    "Building again returns the same digest; --force rebuilds. A date in the future "
+                    "or before the first stored entry is refused (exit 2).")
     build.add_argument("--date", type=iso_date, help="YYYY-MM-DD (default: latest closed window)")
     build.add_argument("--force", action="store_true", help="rebuild even if already built")
     build.add_argument("--json", action="store_true", help="print the build report as JSON")
@@ -47,9 +49,10 @@ def add_commands(sub: Any) -> None:
                          help="output format (default md; email is the whole .eml)")
     preview.add_argument("--locale", choices=LOCALES, default=None,
                          help="language (default: the first of DIGEST_LOCALES)")
-    preview.add_argument("--layers", default=None, help=layers_help("only events in these layers"))
-    preview.add_argument("--min-score", type=float, default=None,
-                         help="only events scoring at least this, 0 to 100")
+    preview.add_argument("--layers", type=layers_arg, default=None,
+                         help=layers_help("only events in these layers"))
+    preview.add_argument("--min-score", type=score_arg, default=None, metavar="N",
+                         help="only events scoring at least N, 0 to 100")
     preview.set_defaults(handler=preview_cmd)
 
     events = sub.add_parser("events", help="every candidate event of a date's window")
@@ -104,15 +107,10 @@ async def preview_cmd(settings: Settings, args: argparse.Namespace) -> int:
     from digest.domain.views import filter_view
     from digest.store.queries import load_view
 
-    try:
-        layers = parse_layers(expand_layers(args.layers) or "") if args.layers is not None else None
-    except ValueError as exc:
-        raise UsageError(f"--layers: {exc}") from None
-    min_score = checked_min_score(args.min_score)
     locale = args.locale or settings.locales[0]
     async with bootstrap.database(settings) as sessions, sessions() as session:
         view = await load_view(session, args.date, locale)
-    view = filter_view(view, layers, min_score)
+    view = filter_view(view, args.layers, args.min_score)
     if args.format == "email":
         sys.stdout.write(bootstrap.preview_eml(view, settings))
     else:

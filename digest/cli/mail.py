@@ -38,12 +38,13 @@ def add_commands(sub: Any) -> None:
 
 def validated_address(address: str, option: str = "--to") -> str:
     """The address as stored and sent (an international domain in its xn-- form), or a usage error."""
+    from digest.domain.errors import SubscriptionError
     from digest.subscribe.validation import validate_address
 
     try:
         return validate_address(ChannelName.EMAIL, address)
-    except DigestError as exc:
-        raise UsageError(f"{option}: {exc}") from None
+    except SubscriptionError as exc:
+        raise UsageError(f"{option}: {exc.detail}") from None
 
 
 def destination(settings: Settings) -> str:

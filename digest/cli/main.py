@@ -44,11 +44,16 @@ GROUPS = (ingest, sources, run, report, digests, delete, publish, mail, subscrib
 DESCRIPTION = "compiler-digest: fetch compiler news, build the daily digest, publish and serve it."
 EPILOG = ("exit codes: 0 success, 1 failure (one line on stderr), 2 bad usage, 130 interrupted. "
           "Run 'digest COMMAND --help' for a command's options.")
+_NUMBER = re.compile(r"-\d+(\.\d*)?")  # a negative number is a value (a Telegram chat id), not an option
 _CHOICE = re.compile(r"invalid choice: '(?P<word>[^']*)' \(choose from (?P<choices>.*)\)")
 
 
 class Parser(argparse.ArgumentParser):
     """argparse with a "did you mean" hint for a mistyped choice (exit 2, as every usage error)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", Commands)
 
     def error(self, message: str) -> NoReturn:
         """Usage, the one-line error, and the closest choice when a word was mistyped."""
@@ -56,14 +61,36 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}{_did_you_mean(message)}\n")
 
 
+class Commands(argparse._SubParsersAction):  # type: ignore[type-arg]  # generic in typeshed only
+    """Subcommands whose own ``--help`` page opens with their one-line help when no description is given."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:  # argparse's signature
+        kwargs.setdefault("description", kwargs.get("help"))
+        return super().add_parser(name, **kwargs)
+
+
 class SubParser(Parser):
-    """A subcommand's parser: an unknown option is its own error, shown with its own usage."""
+    """A subcommand's parser: an unknown option is its own error, shown with its own usage.
+
+    A missing required argument is reported with any unknown option beside it (``preview
+    --formt md`` lacks --date because of a typo), and the closest real option.
+    """
+
+    _given: Sequence[str] = ()
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # argparse's overloads
+        self._given = list(sys.argv[1:] if args is None else args)
         namespace, extras = super().parse_known_args(args, namespace)
         if extras:
             self.error(f"unrecognized arguments: {' '.join(extras)}{_close_option(self, extras[0])}")
         return namespace, extras
+
+    def error(self, message: str) -> NoReturn:
+        """As :meth:`Parser.error`; a missing argument's line also names a mistyped option."""
+        unknown = _unknown_options(self, self._given) if message.startswith("the following") else []
+        if unknown:
+            message += f"; unrecognized option {unknown[0]}{_close_option(self, unknown[0])}"
+        super().error(message)
 
 
 def _did_you_mean(message: str) -> str:
@@ -73,6 +100,22 @@ def _did_you_mean(message: str) -> str:
     choices = re.findall(r"'([^']*)'", found["choices"])
     close = difflib.get_close_matches(found["word"], choices, n=1)
     return f"; did you mean {close[0]}?" if close else ""
+
+
+def _unknown_options(parser: argparse.ArgumentParser, given: Sequence[str]) -> list[str]:
+    """The words of ``given`` that look like options ``parser`` does not have (nor abbreviates)."""
+    options = [o for action in parser._actions for o in action.option_strings]
+    unknown = []
+    for word in given:
+        if word == "--":
+            break
+        name = word.split("=")[0]
+        if not name.startswith("-") or _NUMBER.fullmatch(name) or name in options:
+            continue
+        if parser.allow_abbrev and name.startswith("--") and any(o.startswith(name) for o in options):
+            continue
+        unknown.append(name)
+    return unknown
 
 
 def _close_option(parser: argparse.ArgumentParser, word: str) -> str:

@@ -58,19 +58,45 @@ def layers_help(what: str) -> str:
     return f"{what}: comma-separated layer ids, or all ({', '.join(LAYER_IDS)})"
 
 
-def expand_layers(text: str | None) -> str | None:
-    """``--layers all`` (the word the help shows) is every layer id; anything else as given."""
-    from digest.domain.layers import LAYER_IDS
+def layers_arg(text: str) -> list[str]:
+    """The type of every ``--layers`` option: ids in ``LAYER_IDS`` order; ``all`` is every layer.
 
-    return ",".join(LAYER_IDS) if text is not None and text.strip().lower() == "all" else text
+    The subscribers' rule (:func:`digest.subscribe.validation.validate_layers`), so the
+    command line, the web form, the chat commands and CSV import refuse the same lists;
+    a bad list is a usage error with the closest id (exit 2).
+    """
+    from digest.domain.errors import SubscriptionError
+    from digest.subscribe.validation import validate_layers
+
+    try:
+        return validate_layers(text)
+    except SubscriptionError as exc:
+        raise argparse.ArgumentTypeError(exc.detail) from None
 
 
-def checked_min_score(value: float | None) -> float | None:
-    """The one ``--min-score`` rule of every command (0 to 100), as a usage error naming the option."""
-    from digest.domain.errors import SubscriptionError, UsageError
+def score_arg(text: str) -> float:
+    """The type of every ``--min-score`` option: the subscribers' rule, a number from 0 to 100 (exit 2)."""
+    from digest.domain.errors import SubscriptionError
     from digest.subscribe.validation import validate_min_score
 
     try:
-        return None if value is None else validate_min_score(value)
+        value: object = float(text)
+    except ValueError:
+        value = text  # refused below, in the rule's own words
+    try:
+        return validate_min_score(value)
     except SubscriptionError as exc:
-        raise UsageError(f"--min-score: {exc.detail}") from None
+        raise argparse.ArgumentTypeError(exc.detail) from None
+
+
+def seconds_arg(text: str) -> float:
+    """The type of an option taking a time span (``worker --poll``): a finite number of seconds above 0."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text!r}")
+    return value

@@ -27,9 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from digest import bootstrap
-from digest.cli.output import format_table, iso_date, print_json, tell_wait
-from digest.domain.errors import DigestError, UsageError
-from digest.domain.status import ChannelName
+from digest.cli.output import format_table, iso_date, print_json, seconds_arg, tell_wait
+from digest.domain.errors import UsageError
 
 if TYPE_CHECKING:
     from digest.config import Settings
@@ -42,7 +41,11 @@ _RETRY_HELP = "first put the deliveries failed by our bug or configuration back 
 
 def add_commands(sub: Any) -> None:
     """Register ``publish`` and ``worker`` on the CLI."""
-    publish = sub.add_parser("publish", help="plan a built digest's deliveries (once) and send them")
+    publish = sub.add_parser(
+        "publish", help="plan a built digest's deliveries (once) and send them",
+        description="plan one delivery per active subscriber whose filter keeps an event (at the first "
+                    "publish only), then send; publishing again sends nothing twice. Exit 1 when a "
+                    "delivery failed because of our bug or configuration.")
     publish.add_argument("--date", type=iso_date, required=True, help="YYYY-MM-DD")
     publish.add_argument("--dry-run", action="store_true",
                          help="plan and render in memory; write and send nothing (--to still sends)")
@@ -55,7 +58,8 @@ def add_commands(sub: Any) -> None:
 
     worker = sub.add_parser("worker", help="send the planned deliveries of every published digest")
     worker.add_argument("--once", action="store_true", help="one sweep, then exit")
-    worker.add_argument("--poll", type=float, default=30.0, help="seconds between sweeps (default 30)")
+    worker.add_argument("--poll", type=seconds_arg, default=30.0, metavar="SECONDS",
+                        help="seconds between sweeps (default 30)")
     worker.add_argument("--retry-failed", action="store_true", help=f"{_RETRY_HELP} (every published digest)")
     worker.add_argument("--json", action="store_true", help="print the run report as JSON")
     worker.set_defaults(handler=worker_cmd)
@@ -154,14 +158,9 @@ def _notes(report: PublishReport, total: Tally, now: dt.datetime | None) -> list
 
 
 def _validated_to(address: str | None) -> str | None:
-    if address is None:
-        return None
-    from digest.subscribe.validation import validate_address
+    from digest.cli.mail import validated_address
 
-    try:
-        return validate_address(ChannelName.EMAIL, address)
-    except DigestError as exc:
-        raise UsageError(f"--to: {exc}") from None
+    return None if address is None else validated_address(address, "--to")
 
 
 async def publish_cmd(settings: Settings, args: argparse.Namespace) -> int:

@@ -27,7 +27,12 @@ if TYPE_CHECKING:
 
 def add_commands(sub: Any) -> None:
     """Register ``run`` on the CLI."""
-    run = sub.add_parser("run", help="the daily job: fetch, build and publish the latest closed window")
+    run = sub.add_parser(
+        "run", help="the daily job: fetch, build and publish the latest closed window",
+        description="the daily job once: fetch every source, build the latest closed window and "
+                    "publish it; running it again builds and sends nothing twice. Exit 1 when the "
+                    "run failed (one line says why) or a delivery failed because of our bug or "
+                    "configuration.")
     run.add_argument("--json", action="store_true", help="print the run report as one JSON document")
     run.set_defaults(handler=run_cmd)
 

@@ -13,13 +13,14 @@ import argparse
 import csv
 import datetime as dt
 import io
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from digest import bootstrap
-from digest.cli.output import checked_min_score, expand_layers, format_table, layers_help, print_json
+from digest.cli.output import format_table, layers_arg, layers_help, print_json, score_arg
 from digest.domain.errors import DigestError, SubscriberNotFound, SubscriptionError, UsageError
 from digest.domain.layers import LAYER_IDS
 from digest.domain.locales import DEFAULT_LOCALE, LOCALES
@@ -50,8 +51,9 @@ def add_commands(sub: Any) -> None:
     add.add_argument("--channel", choices=CHANNELS, required=True, help="where the digest goes")
     add.add_argument("--address", required=True, help="email address, Telegram chat id, "
                      "Discord channel id or user:<id>")
-    add.add_argument("--layers", help=layers_help("the layers to receive (default: all)"))
-    add.add_argument("--min-score", type=float, help="minimum event score, 0 to 100 (default 0)")
+    add.add_argument("--layers", type=layers_arg, help=layers_help("the layers to receive (default: all)"))
+    add.add_argument("--min-score", type=score_arg, metavar="N",
+                     help="only events scoring at least N, 0 to 100 (default 0)")
     add.add_argument("--locale", choices=LOCALES, help="digest language (default zh)")
     add.set_defaults(handler=add_cmd)
 
@@ -61,13 +63,24 @@ def add_commands(sub: Any) -> None:
     lst.add_argument("--status", choices=STATUSES, help="only subscribers in this state")
     lst.set_defaults(handler=list_cmd)
 
-    rm = actions.add_parser("remove", help="delete a subscriber, its personal data and deliveries")
+    rm = actions.add_parser(
+        "remove", help="delete a subscriber, its personal data and deliveries",
+        description="delete a subscriber, its personal data and its deliveries. A bare number is "
+                    "a subscriber id (the id column of 'digest subscribers list') or a Telegram or "
+                    "Discord chat id; a number that is both is refused: say --id or --channel.")
     rm.add_argument("target", metavar="ID-or-ADDRESS",
-                    help="a subscriber id, or an address (a chat address needs --channel)")
-    rm.add_argument("--channel", choices=CHANNELS, help="the target is an address on this channel")
+                    help="a subscriber id, an email address, or a chat id")
+    kind = rm.add_mutually_exclusive_group()
+    kind.add_argument("--channel", choices=CHANNELS, help="the target is an address on this channel")
+    kind.add_argument("--id", dest="by_id", action="store_true", help="the target is a subscriber id")
     rm.set_defaults(handler=remove_cmd)
 
-    imp = actions.add_parser("import", help="import subscribers from a CSV file")
+    imp = actions.add_parser(
+        "import", help="import subscribers from a CSV file",
+        description="import subscribers from a CSV file (the columns of 'digest subscribers export'; "
+                    "layers separated by spaces, empty for all). An unsubscribed, bounced or blocked "
+                    "address is never re-activated; new email addresses stay pending unless "
+                    "--confirmed, and are sent the confirmation mail.")
     imp.add_argument("file", metavar="FILE.csv", type=Path,
                      help="columns: " + ",".join(CSV_COLUMNS) + " (status optional)")
     imp.add_argument("--confirmed", action="store_true",
@@ -100,7 +113,8 @@ def as_json(view: subs.SubscriberView) -> dict[str, Any]:
 
 
 def _describe(view: subs.SubscriberView) -> str:
-    return f"{view.channel} subscriber {view.id} {view.address}"
+    """``subscriber #12 (telegram 123456789)``: the id and the address, so nobody guesses which was meant."""
+    return f"subscriber #{view.id} ({view.channel} {view.address})"
 
 
 # -- add, list, remove ----------------------------------------------------------
@@ -115,8 +129,7 @@ async def add_cmd(settings: Settings, args: argparse.Namespace) -> int:
                 session.begin():
             before = await subs.find_by_address(session, args.channel, address)
             view, _ = await subs.subscribe(session, args.channel, address,
-                                           layers=expand_layers(args.layers),
-                                           min_score=checked_min_score(args.min_score), locale=args.locale,
+                                           layers=args.layers, min_score=args.min_score, locale=args.locale,
                                            confirmed=True, now=bootstrap.clock(settings)())
     except SubscriptionError as exc:
         raise usage(exc) from None
@@ -149,48 +162,84 @@ def _layers_text(layers: list[str]) -> str:
 
 
 async def remove_cmd(settings: Settings, args: argparse.Namespace) -> int:
-    """``digest subscribers remove ID-or-ADDRESS [--channel C]``: says which one when a number is both."""
+    """``digest subscribers remove ID-or-ADDRESS [--channel C | --id]``: says which one it took."""
     from digest.subscribe import subscriptions as subs  # SQLAlchemy: not for --help
 
     async with bootstrap.database(settings) as sessions, sessions() as session, \
             session.begin():
-        view = await _resolve(session, args.target, args.channel)
-        kept = await _same_address(session, args.target, view) if args.channel is None else []
+        view, read_as = await _resolve(session, args.target.strip(), args.channel, args.by_id)
         await subs.remove(session, view.id)
-    print(f"removed {_describe(view)} and its deliveries" + "".join(
-        f"; {args.target} was read as a subscriber id: {other.channel} subscriber {other.id} at that "
-        f"address is kept (remove it with --channel {other.channel})" for other in kept))
+    print(f"removed {_describe(view)} and its deliveries{read_as}")
     return 0
 
 
-async def _same_address(session: AsyncSession, target: str, removed: subs.SubscriberView,
-                        ) -> list[subs.SubscriberView]:
-    """Chat subscribers whose address is the bare number ``target`` that was read as an id."""
+async def _resolve(session: AsyncSession, target: str, channel: str | None,
+                   by_id: bool) -> tuple[subs.SubscriberView, str]:
+    """The subscriber ``target`` names, and how a bare number was read (empty when it was told).
+
+    ``--id``: an id. ``--channel``: an address there. Else "@" is email, and a number is an id
+    or a chat address: when it is an id and another subscriber's address, a usage error asks.
+    """
     from digest.subscribe import subscriptions as subs  # SQLAlchemy: not for --help
 
-    if not target.isdigit():
-        return []
+    if by_id:
+        if not target.isdigit():
+            raise UsageError(f"--id: a subscriber id is a positive number, not {target!r}")
+        return await subs.get(session, int(target)), ""
+    if channel is None and "@" in target:
+        channel = ChannelName.EMAIL
+    if channel is not None:
+        return await _by_address(session, channel, target), ""
+    if not _NUMBER.fullmatch(target):
+        raise UsageError(f"--channel: needed to remove the address {target!r} "
+                         "(a number is a subscriber id or a chat id; an email address has an @)")
+    by_number = await _by_id(session, target)
+    chats = [view for view in await _chat_subscribers(session, target)
+             if by_number is None or view.id != by_number.id]
+    if by_number is not None and not chats:
+        return by_number, f" ({target} read as its subscriber id)"
+    if by_number is None and len(chats) == 1:
+        return chats[0], f" ({target} read as its {chats[0].channel} address)"
+    if not chats:
+        raise SubscriberNotFound(f"no subscriber has the id or the chat address {target}")
+    both = [f"subscriber #{by_number.id}'s id"] if by_number is not None else []
+    both += [f"the address of {_describe(view)}" for view in chats]
+    options = (["--id"] if by_number is not None else []) + [f"--channel {v.channel}" for v in chats]
+    raise UsageError(f"{target} is {' and '.join(both)}: say which with {' or '.join(options)}")
+
+
+_NUMBER = re.compile(r"-?[0-9]+")
+
+
+async def _by_id(session: AsyncSession, target: str) -> subs.SubscriberView | None:
+    from digest.subscribe import subscriptions as subs  # SQLAlchemy: not for --help
+
+    if not target.isdigit() or int(target) >= 2**63:  # ids are positive 64-bit integers at most
+        return None
+    try:
+        return await subs.get(session, int(target))
+    except SubscriberNotFound:
+        return None
+
+
+async def _chat_subscribers(session: AsyncSession, number: str) -> list[subs.SubscriberView]:
+    """The Telegram and Discord subscribers whose address is ``number``."""
+    from digest.subscribe import subscriptions as subs  # SQLAlchemy: not for --help
+
     found = []
     for channel in (ChannelName.TELEGRAM, ChannelName.DISCORD):
         try:
-            view = await subs.find_by_address(session, channel, target)
-        except SubscriptionError:
+            view = await subs.find_by_address(session, channel, number)
+        except SubscriptionError:  # not a valid address on that channel (length, sign)
             continue
-        if view is not None and view.id != removed.id:
+        if view is not None:
             found.append(view)
     return found
 
 
-async def _resolve(session: AsyncSession, target: str, channel: str | None) -> subs.SubscriberView:
-    """A number without ``--channel`` is an id; an address with "@" is an email; else say which."""
+async def _by_address(session: AsyncSession, channel: str, target: str) -> subs.SubscriberView:
     from digest.subscribe import subscriptions as subs  # SQLAlchemy: not for --help
 
-    if channel is None and target.isdigit():
-        return await subs.get(session, int(target))
-    channel = channel or (ChannelName.EMAIL if "@" in target else None)
-    if channel is None:
-        raise UsageError(f"--channel: needed to remove the address {target!r} "
-                         "(a bare number is a subscriber id)")
     try:
         view = await subs.find_by_address(session, channel, target)
     except SubscriptionError as exc:

@@ -10,6 +10,7 @@ Every refusal is a :class:`~digest.domain.errors.SubscriptionError` naming its f
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Iterable
@@ -23,6 +24,7 @@ from digest.domain.status import ChannelName
 
 _TELEGRAM = re.compile(r"-?[0-9]{1,16}")  # |id| < 2**53: 16 digits at most
 _DISCORD = re.compile(r"(?:(channel|user):)?([1-9][0-9]{16,19})")
+ALL_LAYERS = "all"  # the word for every layer, wherever layers are asked for
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,18 +97,35 @@ def _discord(text: str) -> str:
 
 
 def validate_layers(layers: str | Iterable[str] | None) -> list[str]:
-    """Layer ids ordered as ``LAYER_IDS``; ``None`` is all nine; empty is refused."""
+    """Layer ids ordered as ``LAYER_IDS``; ``None`` is all nine; empty is refused.
+
+    The word ``all`` among them is every layer (as in the chat commands: the union). An
+    unknown id is named with the closest real one ("did you mean kernel_codegen?").
+    """
     if layers is None:
         return list(LAYER_IDS)
-    text = layers if isinstance(layers, str) else " ".join(layers)
+    words = (layers if isinstance(layers, str) else " ".join(layers)).replace(",", " ").split()
+    named = [word for word in words if word.lower() != ALL_LAYERS]
+    every = len(named) < len(words)
+    if every and not named:
+        return list(LAYER_IDS)
     try:
-        return parse_layers(text)
+        chosen = parse_layers(" ".join(named))
     except ValueError as exc:
-        raise SubscriptionError(f"{exc} (choose at least one)", field="layers") from None
+        hint = _closest_layers(named) if named else " (choose at least one)"
+        raise SubscriptionError(f"{exc}{hint}", field="layers") from None
+    return list(LAYER_IDS) if every else chosen
 
 
-def validate_min_score(value: float) -> float:
-    """A minimum score in 0..100."""
+def _closest_layers(words: list[str]) -> str:
+    """``; did you mean kernel_codegen?`` for the unknown ``words`` near a layer id, else nothing."""
+    hints = [close for word in words if word not in LAYER_IDS
+             for close in difflib.get_close_matches(word.lower(), LAYER_IDS, n=1)]
+    return f"; did you mean {', '.join(dict.fromkeys(hints))}?" if hints else ""
+
+
+def validate_min_score(value: object) -> float:
+    """A minimum score in 0..100: the one rule of the CLI, the web form, the chat commands and CSV import."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
             or not 0 <= value <= 100:
         raise SubscriptionError(f"must be a number from 0 to 100, not {value!r}", field="min_score")
