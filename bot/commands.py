@@ -46,6 +46,7 @@ from digest.subscribe.subscriptions import (
     subscribe,
     unsubscribe,
 )
+from digest.subscribe.validation import validate_min_score
 
 log = logging.getLogger(__name__)
 Permission = Callable[[], Awaitable[bool]]
@@ -167,13 +168,11 @@ def parse_subscribe(args: Sequence[str]) -> tuple[list[str] | None, float | None
 
 
 def _score(text: str) -> float:
+    """A minimum score by the one rule of every input (:func:`validate_min_score`)."""
     try:
-        value = float(text)
-    except ValueError:
+        return validate_min_score(float(text))
+    except (ValueError, SubscriptionError):
         raise ArgError("bad_min") from None
-    if not 0 <= value <= 100:
-        raise ArgError("bad_min")
-    return value
 
 
 def parse_recent(args: Sequence[str]) -> tuple[str | None, int]:
