@@ -16,6 +16,7 @@ from digest.render.renderer import Renderer
 from digest.store.db import SessionFactory
 from digest.store.models import DigestEvent, Event
 from digest.store.queries import load_view
+from digest.store.search import search
 from digest.write.extractive import (
     BRIEF_CHARS,
     BRIEF_ITEMS,
@@ -158,3 +159,6 @@ async def test_a_built_digest_shows_the_roundup_as_briefs_not_as_an_event(sessio
                                now=NOW + dt.timedelta(hours=1), force=True)
     async with sessions() as session:
         assert (await load_view(session, DAY, "zh")).briefs == zh.briefs and again.events == 2
+        word = max(WEEKLY_ITEMS[1].split(), key=len).strip(".,;:")  # a word of one brief line only
+        hits = await search(session, word, locale="en")
+    assert [(h.kind, h.id) for h in hits] == [("digest", report.digest_id)], "a brief is found in its digest"

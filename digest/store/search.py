@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from digest.domain.errors import UsageError
 from digest.domain.layers import LAYER_IDS
+from digest.domain.writeups import briefs_of
 from digest.render.safety import strip_controls
 from digest.store.models import Digest, DigestEvent
 from digest.store.queries import listed
@@ -209,6 +210,13 @@ async def refresh(session: AsyncSession, digest_id: int) -> None:
     for select_sql in DOCUMENTS:
         await session.execute(text(f"INSERT INTO {table} (kind, ref_id, locale, title, body) "
                                    + select_sql.format(events=_SHOWN)), params)
+    stats = await session.scalar(select(Digest.stats).where(Digest.id == digest_id))
+    briefs = briefs_of((stats or {}).get("briefs"))
+    if briefs:  # a roundup's items are found through its digest (the brief has no page of its own)
+        await session.execute(text(f"INSERT INTO {table} (kind, ref_id, locale, title, body) "
+                                   "VALUES ('digest', :digest, '', :title, :body)"),
+                              [{"digest": digest_id, "title": b.name,
+                                "body": " ".join(item.text for item in b.items)} for b in briefs])
 
 
 # --- The picture of the field: events per layer per week. ---
