@@ -9,6 +9,7 @@ from collections.abc import Callable
 from sqlalchemy import select
 
 from digest.build.pipeline import BuildOptions, build_digest
+from digest.domain.daytext import clip_line
 from digest.domain.items import Item
 from digest.domain.views import DigestView, EventView, filter_view
 from digest.domain.writeups import Brief, BriefItem, briefs_of
@@ -22,7 +23,6 @@ from digest.write.extractive import (
     BRIEF_ITEMS,
     bounded_briefs,
     brief_of,
-    clip_line,
     roundup_items,
 )
 from tests.builders import COMPILER_PAPERS, DAY, NOW, WINDOW, add_entry, add_source

@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from digest.domain.daytext import clip_line
+
 BREAKING, DEPRECATED, REMOVED, FIXES, OTHER = "breaking", "deprecated", "removed", "fixes", "other"
 ITEM_CHARS = 100
 
@@ -157,10 +159,4 @@ def _kind(sentence: str, section: str) -> str:
 def _item(sentence: str) -> str:
     """The sentence without its "BREAKING:" label or list marker, on one line, cut at a word."""
     text = _LABEL.sub("", re.sub(r"^[-*•]\s+", "", sentence.strip())).strip()
-    text = text.rstrip(".。;；")
-    if len(text) <= ITEM_CHARS:
-        return text
-    head = text[: ITEM_CHARS - 1]
-    if text[ITEM_CHARS - 1] != " " and " " in head:
-        head = head[: head.rfind(" ")]
-    return head.rstrip(" ,;:") + "…"
+    return clip_line(text.rstrip(".。;；"), ITEM_CHARS)

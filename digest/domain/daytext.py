@@ -55,6 +55,20 @@ def cut(text: str, limit: int) -> str:
     return (head[:space] if space > limit // 2 else head).rstrip(" ,;:，、；") + "…"
 
 
+def clip_line(text: str, limit: int) -> str:
+    """``text`` on one line within ``limit`` characters, cut at a space (never mid-word) with "…".
+
+    Text without spaces (Chinese) is cut at a character.
+    """
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    head = flat[: limit - 1]
+    if flat[limit - 1] != " " and " " in head:
+        head = head[: head.rfind(" ")]
+    return head.rstrip(" ,;:，、；") + "…"
+
+
 def and_list(items: Sequence[str]) -> str:
     """``a``, ``a and b``, ``a, b and c``."""
     if len(items) <= 1:

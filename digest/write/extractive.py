@@ -18,7 +18,7 @@ from dataclasses import replace
 from digest.analyze.figures import Result, extract_figures, results
 from digest.analyze.releases import ReleaseNotes, release_notes
 from digest.domain.arxiv import ARXIV_PREFIX_RE
-from digest.domain.daytext import and_list, cut, short_name
+from digest.domain.daytext import and_list, clip_line, cut, short_name
 from digest.domain.items import Item
 from digest.domain.layers import BY_ID, LAYER_IDS
 from digest.domain.status import WriteMode
@@ -794,20 +794,6 @@ def _first_sentence(block: str) -> list[str]:
     head = [parts[0]]
     head += [p for p in parts[1:2] if _ONLY_REFS.match(p)]
     return head
-
-
-def clip_line(text: str, limit: int) -> str:
-    """``text`` on one line within ``limit`` characters, cut at a space (never mid-word) with "…".
-
-    Text without spaces (Chinese) is cut at a character.
-    """
-    flat = " ".join(text.split())
-    if len(flat) <= limit:
-        return flat
-    head = flat[: limit - 1]
-    if flat[limit - 1] != " " and " " in head:
-        head = head[: head.rfind(" ")]
-    return head.rstrip(" ,;:，、；") + "…"
 
 
 def _item_link(text: str, links: Sequence[str]) -> str | None:
