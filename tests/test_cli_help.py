@@ -235,3 +235,11 @@ def test_a_bad_to_address_names_the_option_once(digest: Run, argv: list[str]) ->
     code, out, err = digest(*argv)
     assert (code, out) == (2, "")
     assert err.startswith("digest: --to: not a valid email address") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("extra", [["--dry-run"], ["--to", "me@example.org"]])
+def test_plan_only_takes_neither_dry_run_nor_to(digest: Run, extra: list[str]) -> None:
+    """--plan-only sends nothing: a check copy or a dry run with it is a usage error, not a no-op."""
+    code, out, err = digest("publish", "--date", "2026-12-01", "--plan-only", *extra)
+    assert (code, out) == (2, "")
+    assert err == "digest: --plan-only sends nothing: it takes neither --dry-run nor --to\n"
