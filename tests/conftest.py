@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import os
+import shutil
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -120,15 +121,71 @@ def db_url(request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue(name))
 
 
+# Migrating takes a tenth of a second or more per database; a test that only needs a migrated one
+# gets a copy of a database migrated once per run (the migrations themselves are tested on empty
+# databases: tests/test_migrations.py, tests/test_locks.py, through db_url and postgres_url).
+
+@pytest.fixture(scope="session")
+def _sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("template") / "migrated.db"
+
+    async def migrate() -> None:
+        async with open_database(f"sqlite+aiosqlite:///{path}"):
+            pass
+
+    asyncio.run(migrate())
+    return path
+
+
+@pytest.fixture(scope="session")
+def _postgres_template() -> Iterator[str]:
+    require_postgres()
+    name = f"digest_template_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+
+    async def migrate() -> None:
+        url = make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+        async with open_database(url):
+            pass  # the engine is disposed on leaving: no connection stays to block copying it
+
+    try:
+        asyncio.run(migrate())
+        yield name
+    finally:
+        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def migrated_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh database at the migrations' head (a copy of the run's template), SQLite and PostgreSQL."""
+    if request.param == "sqlite":
+        yield _sqlite_copy(request.getfixturevalue("_sqlite_template"), tmp_path)
+        return
+    template = request.getfixturevalue("_postgres_template")
+    name = f"digest_test_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_admin(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
+    try:
+        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def _sqlite_copy(template: Path, tmp_path: Path) -> str:
+    target = tmp_path / "digest.store.db"
+    shutil.copyfile(template, target)
+    return f"sqlite+aiosqlite:///{target}"
+
+
 @pytest.fixture
-async def sessions(db_url: str) -> AsyncIterator[SessionFactory]:
+async def sessions(migrated_url: str) -> AsyncIterator[SessionFactory]:
     """A migrated database (SQLite and PostgreSQL) and its session factory."""
-    async with open_database(db_url) as factory:
+    async with open_database(migrated_url) as factory:
         yield factory
 
 
 @pytest.fixture
-async def sqlite_sessions(sqlite_url: str) -> AsyncIterator[SessionFactory]:
+async def sqlite_sessions(sqlite_url: str, _sqlite_template: Path,
+                          tmp_path: Path) -> AsyncIterator[SessionFactory]:
     """A migrated SQLite database, for tests where the backend does not matter."""
-    async with open_database(sqlite_url) as factory:
+    async with open_database(_sqlite_copy(_sqlite_template, tmp_path)) as factory:
         yield factory

@@ -125,8 +125,15 @@ async def _plan(url: str, days: list[dt.date], addresses: Iterable[str], channel
     return planned
 
 
+LONG_AGO = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+
+
 async def _expire_dead_leases(url: str) -> list[tuple[str, dt.date]]:
-    """End the lease of every ``sending`` row (the dead worker's) at its claim; (address, date) of each."""
+    """End the lease of every ``sending`` row (the dead worker's) long ago; (address, date) of each.
+
+    Long ago, not at its claim: each process's clock is its own (under libfaketime every process
+    starts at the same instant), and the taker's may be behind the dead worker's claim time.
+    """
     async with open_database(url) as sessions, sessions.begin() as session:
         rows = (await session.execute(
             select(Subscriber.address, Digest.date).select_from(Delivery)
@@ -134,7 +141,7 @@ async def _expire_dead_leases(url: str) -> list[tuple[str, dt.date]]:
             .join(Digest, Digest.id == Delivery.digest_id)
             .where(Delivery.status == DeliveryStatus.SENDING))).all()
         await session.execute(update(Delivery).where(Delivery.status == DeliveryStatus.SENDING)
-                              .values(lease_until=Delivery.claimed_at))
+                              .values(lease_until=LONG_AGO))
     return [(str(address), day) for address, day in rows]
 
 
