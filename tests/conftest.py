@@ -178,7 +178,7 @@ def _sqlite_copy(template: Path, tmp_path: Path) -> str:
 
 @pytest.fixture
 async def sessions(migrated_url: str) -> AsyncIterator[SessionFactory]:
-    """A migrated database (SQLite and PostgreSQL) and its session factory."""
+    """A migrated database (SQLite and PostgreSQL) and its session factory (its URL: ``migrated_url``)."""
     async with open_database(migrated_url) as factory:
         yield factory
 

@@ -42,11 +42,12 @@ def assert_links_resolve(root: Path) -> None:
 
 
 async def test_site_command_writes_a_browsable_archive(
-    db_url: str, sessions: SessionFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    migrated_url: str, sessions: SessionFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     archive = await build_archive(sessions)
     out = tmp_path / "site"
-    settings = load_settings(database_url=db_url, var_dir=tmp_path / "var", site_url=SITE_URL, timezone=TZ)
+    settings = load_settings(database_url=migrated_url, var_dir=tmp_path / "var", site_url=SITE_URL,
+                             timezone=TZ)
     assert await site_cmd(settings, argparse.Namespace(out=out, locale="en")) == 0
     assert str(out) in capsys.readouterr().out
     events = {i for ids in archive.event_ids.values() for i in ids}
