@@ -13,6 +13,7 @@ import os
 import shutil
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -96,16 +97,23 @@ async def _admin(sql: str) -> None:
         await conn.close()
 
 
-@pytest.fixture
-def postgres_url() -> Iterator[str]:
-    """A fresh, empty PostgreSQL database for one test; dropped afterwards."""
+@contextmanager
+def _postgres_database(prefix: str = "digest_test", template: str | None = None) -> Iterator[str]:
+    """A new PostgreSQL database (empty, or a copy of ``template``), its URL; dropped on leaving."""
     require_postgres()
-    name = f"digest_test_{uuid.uuid4().hex[:12]}"
-    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_admin(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else "")))
     try:
         yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
     finally:
         asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test; dropped afterwards."""
+    with _postgres_database() as url:
+        yield url
 
 
 @pytest.fixture
@@ -128,31 +136,21 @@ def db_url(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session")
 def _sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("template") / "migrated.db"
-
-    async def migrate() -> None:
-        async with open_database(f"sqlite+aiosqlite:///{path}"):
-            pass
-
-    asyncio.run(migrate())
+    asyncio.run(_migrate(f"sqlite+aiosqlite:///{path}"))
     return path
 
 
 @pytest.fixture(scope="session")
 def _postgres_template() -> Iterator[str]:
-    require_postgres()
-    name = f"digest_template_{uuid.uuid4().hex[:12]}"
-    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+    """The name of a database migrated once per run (copied with CREATE DATABASE ... TEMPLATE)."""
+    with _postgres_database("digest_template") as url:
+        asyncio.run(_migrate(url))  # the engine is disposed after: no connection blocks copying it
+        yield str(make_url(url).database)
 
-    async def migrate() -> None:
-        url = make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-        async with open_database(url):
-            pass  # the engine is disposed on leaving: no connection stays to block copying it
 
-    try:
-        asyncio.run(migrate())
-        yield name
-    finally:
-        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+async def _migrate(url: str) -> None:
+    async with open_database(url):
+        pass
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -161,13 +159,8 @@ def migrated_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     if request.param == "sqlite":
         yield _sqlite_copy(request.getfixturevalue("_sqlite_template"), tmp_path)
         return
-    template = request.getfixturevalue("_postgres_template")
-    name = f"digest_test_{uuid.uuid4().hex[:12]}"
-    asyncio.run(_admin(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
-    try:
-        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    with _postgres_database(template=request.getfixturevalue("_postgres_template")) as url:
+        yield url
 
 
 def _sqlite_copy(template: Path, tmp_path: Path) -> str:
@@ -184,8 +177,7 @@ async def sessions(migrated_url: str) -> AsyncIterator[SessionFactory]:
 
 
 @pytest.fixture
-async def sqlite_sessions(sqlite_url: str, _sqlite_template: Path,
-                          tmp_path: Path) -> AsyncIterator[SessionFactory]:
+async def sqlite_sessions(_sqlite_template: Path, tmp_path: Path) -> AsyncIterator[SessionFactory]:
     """A migrated SQLite database, for tests where the backend does not matter."""
     async with open_database(_sqlite_copy(_sqlite_template, tmp_path)) as factory:
         yield factory

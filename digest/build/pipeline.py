@@ -289,9 +289,7 @@ async def _write_event(
     mine = WriteStats()  # this event's own outcome, added to the build's
     async with gate:
         written = await llm_event(llm, asked, locale, stats=mine)
-    stats.calls, stats.cache_hits = stats.calls + mine.calls, stats.cache_hits + mine.cache_hits
-    stats.tokens += mine.tokens
-    stats.fallbacks.update(mine.fallbacks)
+    stats.add(mine)
     if written is not None:
         return written, None
     return extractive_event(event, locale), next(iter(mine.fallbacks), "unknown")

@@ -72,6 +72,13 @@ class WriteStats:
         """Write-ups dropped because they stated a figure no source states."""
         return self.fallbacks["figures"]
 
+    def add(self, other: WriteStats) -> None:
+        """Count ``other``'s calls, hits, tokens and fallbacks in these."""
+        self.calls += other.calls
+        self.cache_hits += other.cache_hits
+        self.tokens += other.tokens
+        self.fallbacks.update(other.fallbacks)
+
     def record(self, result: LLMAnswer | LLMFailure, prefix: str = "") -> None:
         """Count one answer or failure of the client."""
         if isinstance(result, LLMAnswer):
