@@ -358,6 +358,24 @@ def test_body_is_bounded_and_empty_without_content() -> None:
     assert plain.body == ""
 
 
+def test_a_content_that_is_the_summary_is_kept_as_body_only_for_its_structure() -> None:
+    notes = ("&lt;h2&gt;Breaking changes&lt;/h2&gt;&lt;ul&gt;&lt;li&gt;Removed the old pass manager."
+             "&lt;/li&gt;&lt;li&gt;Renamed tt.dot to tt.mma.&lt;/li&gt;&lt;/ul&gt;")
+    one = "&lt;p&gt;Release v3.2, see the changes.&lt;/p&gt;"
+
+    def release(content: str) -> bytes:
+        return (b'<feed xmlns="http://www.w3.org/2005/Atom"><title>r</title><entry><id>t1</id>'
+                b"<title>v3.2</title><updated>2026-11-30T10:00:00Z</updated>"
+                b'<content type="html">' + content.encode() + b"</content></entry></feed>")
+
+    (listed,) = normalized(release(notes), kind="atom").entries
+    assert " ".join(listed.body.split()) == listed.summary, "Atom content only: the summary is it"
+    assert listed.body.split("\n\n") == ["Breaking changes", "Removed the old pass manager.",
+                                           "Renamed tt.dot to tt.mma."]
+    (flat,) = normalized(release(one), kind="atom").entries
+    assert flat.summary == "Release v3.2, see the changes." and flat.body == ""
+
+
 def test_body_changes_the_content_hash_but_no_body_keeps_the_old_one() -> None:
     (with_body,) = normalized(_rss_with_content(_POST)).entries
     (other,) = normalized(_rss_with_content(_POST.replace("6 minutes", "7 minutes"))).entries

@@ -50,7 +50,7 @@ class EventRecord:
         """The writer's input: title, layers, score and every source's text (summary + body excerpt)."""
         sources = tuple(
             SourceText(name=i.source_name, url=i.url, title=i.title,
-                       summary=with_excerpt(i.summary, i.body))
+                       summary=with_excerpt(i.summary, i.body_beyond_summary))
             for i in _one_per_work(self.items)
         )
         return EventInput(self.event_id, self.title, self.layers, self.score, sources)

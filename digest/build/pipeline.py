@@ -322,7 +322,7 @@ def _llm_input(record: EventRecord, event: EventInput) -> EventInput:
     parts = []
     for source in event.sources:
         item = items.get((source.url, source.title))
-        parts.append((item.summary, item.body) if item is not None else (source.summary, ""))
+        parts.append((item.summary, item.body_beyond_summary) if item is not None else (source.summary, ""))
     texts = prompts.source_texts(event.title, parts)
     return replace(event, sources=tuple(
         replace(source, summary=text) for source, text in zip(event.sources, texts, strict=False)))

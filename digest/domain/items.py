@@ -35,6 +35,13 @@ class Item:
         return f"{self.title}\n{self.summary}"
 
     @property
+    def body_beyond_summary(self) -> str:
+        """The body, or "" when it only says the summary again (kept for its paragraphs)."""
+        if self.body and " ".join(self.body.split()) == " ".join(self.summary.split()):
+            return ""
+        return self.body
+
+    @property
     def text(self) -> str:
-        """Title, summary and body: everything the entry says."""
-        return "\n".join(part for part in (self.title, self.summary, self.body) if part)
+        """Title, summary and body: everything the entry says, each word once."""
+        return "\n".join(part for part in (self.title, self.summary, self.body_beyond_summary) if part)

@@ -177,13 +177,15 @@ def _summary_markup(entry: Mapping[str, Any]) -> str:
 def _body(entry: Mapping[str, Any], summary: str) -> str:
     """The full text: the longest content part (content:encoded, Atom content) as paragraphs.
 
-    Empty when the entry has no content or its content is just the summary.
+    Empty when the entry has no content, or its content is just the summary in one paragraph: a
+    content whose words are the summary's but that has paragraphs or list items (a release's notes,
+    a roundup's items) is kept, since the summary has lost where one item ends.
     """
     parts = [part for part in _content_parts(entry) if part.strip()]
     if not parts:
         return ""
     body = body_text(max(parts, key=len), BODY_MAX)
-    return "" if " ".join(body.split()) == summary else body
+    return "" if "\n\n" not in body and " ".join(body.split()) == summary else body
 
 
 def _all_links(entry: Mapping[str, Any], base: str | None) -> tuple[str, ...]:
