@@ -315,3 +315,11 @@ def test_sample_day_golden(locale: str, variant: str, tmp_path: Path, regen_gold
     else:
         assert [b.name for b in view.briefs] == ["LLVM Weekly #623"]
     assert text == golden.read_text(encoding="utf-8"), "run pytest --regen-golden and review"
+
+
+def test_quoted_english_on_a_chinese_page_is_marked_as_english() -> None:
+    from digest.render.i18n import part_lang
+    assert part_lang("Learning Exact NVIDIA SASS Encoders", "zh") == "en"
+    assert part_lang("Triton 3.2 发布：新增 warp specialization", "zh") is None, "mixed: the page's"
+    assert part_lang("v3.2.0", "zh") is None and part_lang("2026-12-01", "zh") is None
+    assert part_lang("Learning Exact NVIDIA SASS Encoders", "en") is None

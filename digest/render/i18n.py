@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 LABELS: dict[str, dict[str, str]] = {
     "zh": {
         "overview": "今日概览",
@@ -208,3 +210,18 @@ def component_label(name: str, locale: str) -> str:
 def subscribe_labels(locale: str) -> dict[str, str]:
     """The subscription pages' labels of ``locale`` (English for anything unknown)."""
     return SUBSCRIBE_LABELS.get(locale, SUBSCRIBE_LABELS["en"])
+
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+_LATIN_WORD = re.compile(r"[A-Za-z]{2,}")
+
+
+def part_lang(text: str, page_locale: str) -> str | None:
+    """The language of a quoted part when it is not the page's: ``en`` for English on a zh page.
+
+    A source's title or a roundup's line is quoted as written; WCAG's "language of parts" wants
+    it marked, so a screen reader reads it in English. Mixed text keeps the page's language.
+    """
+    if page_locale == "en" or _CJK.search(text) or not _LATIN_WORD.search(text):
+        return None
+    return "en"

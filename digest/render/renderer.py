@@ -20,6 +20,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
 
 from digest.domain.layers import BY_ID
 from digest.domain.status import WriteMode
@@ -33,7 +34,7 @@ from digest.render.email import (
     mail_url,
     personalise,
 )
-from digest.render.i18n import component_label, labels
+from digest.render.i18n import component_label, labels, part_lang
 from digest.render.safety import clean_text, md_escape, md_url, one_line, safe_url
 from digest.resources import templates_dir
 
@@ -95,6 +96,12 @@ def clean_view(view: DigestView) -> DigestView:
     )
 
 
+def lang_attr(text: str, page_locale: str) -> Markup:
+    """`` lang="en"`` for an HTML element quoting ``text`` on a page in another language, else nothing."""
+    lang = part_lang(text, page_locale)
+    return Markup(f' lang="{lang}"') if lang else Markup("")
+
+
 class Renderer:
     """Renders digest views; one per process (the environment caches templates)."""
 
@@ -115,7 +122,8 @@ class Renderer:
             lstrip_blocks=True,
             keep_trailing_newline=True,
         )
-        env.filters.update(safe_url=safe_url, md=md_escape, md_url=md_url, mail_url=mail_url)
+        env.filters.update(safe_url=safe_url, md=md_escape, md_url=md_url, mail_url=mail_url,
+                           lang_attr=lang_attr)
         return env
 
     def context(self, view: DigestView) -> dict[str, Any]:
