@@ -19,10 +19,11 @@ and refuses instead of waiting.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -207,8 +208,10 @@ class SharedLimiter:
     ``acquire(overall, *narrow)``: first wait (taking nothing) until each narrow
     bucket (one chat's) has a token, then take the overall one, then the narrow
     ones, so each token is taken just before the send and a wait for the overall
-    bucket never eats into a chat's spacing. A narrow token taken meanwhile by
-    another process (rare: one chat, two senders) costs one overall token and a retry.
+    bucket never eats into a chat's spacing. This process's waiters for one chat
+    take turns, so two of them never both see its token and spend an overall one
+    each for it; a narrow token taken meanwhile by another process (rare: one chat,
+    two senders) costs one overall token and a retry.
     """
 
     def __init__(self, buckets: Buckets, clock: Callable[[], dt.datetime], *,
@@ -217,9 +220,16 @@ class SharedLimiter:
         self.clock = clock  # the buckets' clock: a booked token is waited for until its time, not for
         self.sleep = sleep  # its wait counted from after the round trip (which would bunch the sends)
         self._turns: dict[str, asyncio.Lock] = {}  # per overall key: one waiter of this process books
+        self._chats: dict[str, asyncio.Lock] = {}  # per narrow key: one waiter of this process at a time
 
     async def acquire(self, overall: Rate, *narrow: Rate) -> None:
         """Return when one event fits ``overall`` and every ``narrow`` bucket, their tokens taken."""
+        async with contextlib.AsyncExitStack() as turns:
+            for key in sorted({rate.key for rate in narrow}):  # one order: no two waiters deadlock
+                await turns.enter_async_context(self._chats.setdefault(key, asyncio.Lock()))
+            await self._acquire(overall, narrow)
+
+    async def _acquire(self, overall: Rate, narrow: Sequence[Rate]) -> None:
         while True:
             for rate in narrow:
                 while (pause := await self.buckets.wait(rate)) > 0:
