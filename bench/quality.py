@@ -1,6 +1,6 @@
 """Classifier quality (rules mode): relevance P/R, layer micro-F1, per layer.
 
-    .venv/bin/python bench/quality.py [--errors SPLIT] [--taxonomy PATH] [--no-final]
+    .venv/bin/python bench/quality.py [--errors SPLIT] [--taxonomy PATH] [--no-final] [--cv]
 
 Two kinds of figures, printed apart:
 
@@ -21,6 +21,10 @@ on and its errors are never printed: it is the only never-tuned figure.
 While tuning, ``--no-final`` leaves its figures out too (print them once, at
 the end of a round of work).
 
+``--cv`` first cross-validates the knobs that are chosen by cross-validation
+(``CV_GRID``) over dev and unseen-tune, 5 folds by a stable hash of each
+item's id (:func:`_cross_validate`): never on unseen-final, never on heldout.
+
 Last, the order of the days' events against a compiler engineer's ranking
 (tests/test_expert_order.py, tests/data/expert_*.toml): the bundled sample days
 and four real days of LLVM blog posts, each built through the pipeline; per day
@@ -32,14 +36,18 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import sys
 import tempfile
+from collections.abc import Container
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from labelled import SPLITS, Example, evaluate, load, report, split
+from labelled import SPLITS, Example, Prediction, Quality, count, evaluate, load, predict, report, split
 from test_expert_order import measure
 from test_expert_order import report as order_report
 
@@ -71,7 +79,8 @@ def load_unseen(path: Path = UNSEEN) -> list[Example]:
     """The never-tuned examples, each with its half (``unseen-tune`` or ``unseen-final``) as split."""
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     return [Example(r["title"], r["summary"] or "", r["source_kind"], bool(r["relevant"]),
-                    frozenset(r["layers"]), unseen_half(str(r["id"])), _source_key(r))
+                    frozenset(r["layers"]), unseen_half(str(r["id"])), _source_key(r),
+                    str(r["id"]))
             for r in rows]
 
 
@@ -102,6 +111,81 @@ def _never_tuned(taxonomy: Taxonomy, errors: str | None, final: bool = True) -> 
                 print("\n".join(quality.errors))
 
 
+CV_FOLDS = 5
+# The knobs chosen by cross-validation, each with the values tried (the grid is
+# their product; every other setting as in the taxonomy measured).
+CV_GRID: dict[str, tuple[Any, ...]] = {
+    "secondary_weight": (0.0, 1.0, 1.5, 2.0),
+    "subject_chars": (400, 700, 1500),
+    "context_layers": (("benchmark",), ("hardware_backend", "benchmark")),
+    "fallback_share": (0.6, 0.8, 1.0),
+}
+
+
+def cv_fold(example: Example, folds: int = CV_FOLDS) -> int:
+    """The example's fold: the first byte of SHA-256 of its key (id, else title) modulo ``folds``."""
+    return hashlib.sha256(example.key.encode("utf-8")).digest()[0] % folds
+
+
+def _objective(quality: Quality) -> float:
+    """What cross-validation maximises: the mean of relevance F1 and layer micro-F1."""
+    return (quality.relevance.f1 + quality.micro.f1) / 2
+
+
+def _figures(quality: Quality) -> str:
+    return (f"relevance P {quality.relevance.precision:.3f} R {quality.relevance.recall:.3f}, "
+            f"layer F1 {quality.micro.f1:.3f} (P {quality.micro.precision:.3f} "
+            f"R {quality.micro.recall:.3f})")
+
+
+def _cross_validate(taxonomy: Taxonomy) -> None:
+    """Nested 5-fold cross-validation of the grid's knobs over dev and unseen-tune.
+
+    The folds are a stable hash of each example's id (:func:`cv_fold`). Per
+    variant: the pooled figures and the spread of layer F1 over the folds (the
+    rules fit nothing per fold, so the pooled figure is each variant's CV
+    figure). Then the choice itself: per fold, the variant with the best
+    objective on the other four folds, measured on the held-out fold; the
+    out-of-fold figures pooled are the CV figure of choosing by CV.
+    """
+    examples = [e for e in load() if e.split == "dev"]
+    examples += [e for e in load_unseen() if e.split == "unseen-tune"]
+    folds = [cv_fold(e) for e in examples]
+    print(f"######## {CV_FOLDS}-fold cross-validation over dev + unseen-tune "
+          f"({len(examples)} entries; folds by SHA-256 of the id)")
+    variants: dict[tuple[Any, ...], list[Prediction]] = {}
+    for values in itertools.product(*CV_GRID.values()):
+        overrides: dict[str, Any] = dict(zip(CV_GRID, values, strict=True))
+        variants[values] = predict(examples, replace(taxonomy, **overrides))
+
+    def quality(values: tuple[Any, ...], among: Container[int]) -> Quality:
+        chosen = [i for i, fold in enumerate(folds) if fold in among]
+        return count([examples[i] for i in chosen], [variants[values][i] for i in chosen])
+
+    every = range(CV_FOLDS)
+
+    shipped = tuple(getattr(taxonomy, knob) for knob in CV_GRID)
+    print("variant (" + ", ".join(CV_GRID) + "): pooled figures; layer F1 per fold min-max")
+    for values in variants:
+        per_fold = [quality(values, {k}).micro.f1 for k in every]
+        mark = "  <- the taxonomy's" if values == shipped else ""
+        print(f"  {values}: {_figures(quality(values, every))}; "
+              f"{min(per_fold):.3f}-{max(per_fold):.3f}{mark}")
+    out_examples: list[Example] = []
+    out_predictions: list[Prediction] = []
+    picks = []
+    for k in every:
+        others = set(every) - {k}
+        best = max(variants, key=lambda v: (round(_objective(quality(v, others)), 6),
+                                            v == shipped))
+        picks.append(best)
+        held = [i for i, fold in enumerate(folds) if fold == k]
+        out_examples += [examples[i] for i in held]
+        out_predictions += [variants[best][i] for i in held]
+    print("chosen per fold: " + ", ".join(str(p) for p in picks))
+    print(f"== CV (choosing by CV): {_figures(count(out_examples, out_predictions))}")
+
+
 def _expert_order() -> None:
     """The order of the sample and real days' events against the expert's (tests/test_expert_order.py).
 
@@ -124,8 +208,12 @@ def main() -> int:
     parser.add_argument("--taxonomy", type=Path, default=None, help="taxonomy TOML to measure")
     parser.add_argument("--no-final", action="store_true",
                         help="leave out unseen-final's figures (while tuning)")
+    parser.add_argument("--cv", action="store_true",
+                        help="also cross-validate the knobs of CV_GRID over dev + unseen-tune")
     args = parser.parse_args()
     taxonomy = load_taxonomy(args.taxonomy)
+    if args.cv:
+        _cross_validate(taxonomy)
     _tuned(taxonomy, args.errors)
     _never_tuned(taxonomy, args.errors, final=not args.no_final)
     _expert_order()

@@ -42,6 +42,12 @@ class Example:
     layers: frozenset[str]
     split: str
     source_key: str
+    id: str = ""  # a stable identity (the unseen set's URL); "" means the title
+
+    @property
+    def key(self) -> str:
+        """What the cross-validation folds hash: the id, else the title."""
+        return self.id or self.title
 
     def item(self, entry_id: int = 1) -> Item:
         """The entry as the classifier sees it."""
@@ -102,19 +108,33 @@ class Quality:
     errors: list[str] = field(default_factory=list)
 
 
+Prediction = tuple[bool, frozenset[str]]  # relevant, layers
+
+
+def predict(examples: Iterable[Example], taxonomy: Taxonomy) -> list[Prediction]:
+    """The rules' verdict on every example: relevant and its layers."""
+    verdicts = (classify(example.item(), taxonomy) for example in examples)
+    return [(v.relevant, frozenset(v.layers)) for v in verdicts]
+
+
 def evaluate(examples: Iterable[Example], taxonomy: Taxonomy) -> Quality:
     """Classify every example and count against its labels."""
+    examples = list(examples)
+    return count(examples, predict(examples, taxonomy))
+
+
+def count(examples: Sequence[Example], predictions: Sequence[Prediction]) -> Quality:
+    """Count predictions against the examples' labels (the two in the same order)."""
     quality = Quality()
-    for example in examples:
-        verdict = classify(example.item(), taxonomy)
+    for example, (relevant, layers) in zip(examples, predictions, strict=True):
         quality.size += 1
-        quality.relevance.add(verdict.relevant, example.relevant)
-        predicted = set(verdict.layers)
+        quality.relevance.add(relevant, example.relevant)
+        predicted = set(layers)
         for lid in LAYER_IDS:
             quality.per_layer[lid].add(lid in predicted, lid in example.layers)
             quality.micro.add(lid in predicted, lid in example.layers)
-        if verdict.relevant != example.relevant or predicted != example.layers:
-            quality.errors.append(_describe(example, verdict.relevant, predicted))
+        if relevant != example.relevant or predicted != example.layers:
+            quality.errors.append(_describe(example, relevant, predicted))
     return quality
 
 

@@ -338,6 +338,46 @@ def test_compiler_news_just_short_of_a_layer_takes_its_nearest(taxonomy: Taxonom
     assert (chips.relevant, chips.layers) == (False, ())
 
 
+def test_a_blog_prior_breaks_a_tie_while_a_release_counts_in_full(taxonomy: Taxonomy) -> None:
+    """A compiler project's blog also posts board news: its prior is a tie-break, not evidence."""
+    text = ("Debug info for the new release", "Better debug info and a faster linker.")
+    blog = classify(item(*text, kind="rss", key="llvm-blog"), taxonomy)
+    assert blog.totals["prior"] == taxonomy.source_prior["llvm-blog"] > taxonomy.relevance_margin
+    assert blog.totals["prior_decides"] == taxonomy.relevance_margin
+    assert not blog.relevant, "thin text on a compiler blog is not compiler news"
+    assert relevance_distance({**blog.totals, "prior_decides": blog.totals["prior"]},
+                              taxonomy) >= 0, "the whole prior would have made it news"
+    release = classify(item(*text, kind="github-releases", key="gh-llvm",
+                            repo="llvm/llvm-project", tag="llvmorg-21.1.0"), taxonomy)
+    assert release.totals["prior_decides"] == taxonomy.source_prior["llvm/llvm-project"]
+    assert release.relevant, "a compiler project's release is that project's news"
+
+
+def test_a_second_layer_needs_a_specific_phrase_outside_a_roundup(taxonomy: Taxonomy) -> None:
+    """Generic words met in passing ("capture", "PyTorch", "Python") add up to no second layer."""
+    generic = ("CUDA Graph Replay for Inference Serving",
+               "We capture the decode step of a PyTorch model from Python into a CUDA graph and "
+               "replay it in the serving runtime, cutting launch overhead.")
+    verdict = classify(item(*generic), taxonomy)
+    assert verdict.totals["frontend"] >= taxonomy.layers["frontend"].threshold
+    assert verdict.totals["frontend.specific"] < taxonomy.secondary_weight
+    assert verdict.layers == ("runtime",)
+    assert classify(item(*generic), replace(taxonomy, secondary_weight=0.0)).layers == (
+        "frontend", "runtime"), "without the rule the generic words make a layer"
+    named = classify(item(generic[0], generic[1].replace("CUDA graph", "CUDA graph with "
+                                                         "torch.compile")), taxonomy)
+    assert named.layers == ("frontend", "runtime"), "a specific phrase in the opening keeps it"
+    filler = "The serving stack batches requests and streams tokens back to clients. " * 12
+    assert len(generic[1] + filler) > taxonomy.subject_chars
+    late = classify(item(generic[0], generic[1] + " " + filler + "It uses torch.compile."),
+                    taxonomy)
+    assert late.totals["frontend"] > verdict.totals["frontend"], "torch.compile still counts"
+    assert late.layers == ("runtime",), "named only past the opening paragraph: in passing"
+    weekly = classify(item("LLVM Weekly - #613", generic[1], kind="rss", key="llvm-weekly"),
+                      taxonomy)
+    assert "frontend" in weekly.layers, "a roundup's items are a sentence each: no such rule"
+
+
 def test_a_roundup_mentioning_a_call_for_papers_is_still_news(taxonomy: Taxonomy) -> None:
     weekly = item("LLVM Weekly - #612", "The EuroLLVM call for papers is open. Patches landed for "
                   "the AMDGPU backend's instruction scheduling.", kind="rss", key="llvm-weekly")
@@ -416,6 +456,8 @@ def _broken(tmp_path: Path, old: str, new: str) -> Path:
     ('"autotun*" = 2.5', '"au*" = 2.5', "bad phrase 'au*'"),
     ("[relevance]", "[relevance", "not valid TOML"),
     ('evidence_layers = ["frontend",', 'evidence_layers = ["frontends",', "evidence_layers must list"),
+    ("context_layers = [", "context_layers = [3, ", "context_layers must list"),
+    ("secondary_weight = 1.0", 'secondary_weight = "1"', "secondary_weight must be a number"),
     ("[community.phrases]", "[community.words]", "unknown key(s) in [community]"),
 ])
 def test_bad_taxonomy_names_the_problem(tmp_path: Path, old: str, new: str, message: str) -> None:
@@ -483,6 +525,38 @@ def test_quality_on_the_tuned_half_of_the_unseen_set_does_not_regress(taxonomy: 
     assert quality.relevance.precision >= 0.97
     assert quality.relevance.recall >= 0.98
     assert quality.micro.f1 >= 0.83
+
+
+def test_cross_validation_folds_are_a_stable_hash_and_cover_dev_and_unseen_tune() -> None:
+    """bench/quality.py --cv: five folds by SHA-256 of the id (the title without one), none empty."""
+    bench = _quality_bench()
+    examples = [e for e in load() if e.split == "dev"]
+    examples += [e for e in bench.load_unseen() if e.split == "unseen-tune"]
+    folds = [bench.cv_fold(e) for e in examples]
+    assert folds == [bench.cv_fold(e) for e in reversed(examples)][::-1], "order does not matter"
+    assert sorted(set(folds)) == list(range(bench.CV_FOLDS))
+    assert min(folds.count(k) for k in range(bench.CV_FOLDS)) > len(examples) // 10
+    assert all(e.id for e in examples if e.split == "unseen-tune")
+
+
+def test_the_shipped_knobs_are_in_the_cross_validation_grid(taxonomy: Taxonomy) -> None:
+    """The values the taxonomy ships are among those CV chose from (and printed)."""
+    bench = _quality_bench()
+    for knob, values in bench.CV_GRID.items():
+        assert getattr(taxonomy, knob) in values, knob
+
+
+def test_the_cross_validation_prints_each_variant_and_the_choice(
+        taxonomy: Taxonomy, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Never a figure of unseen-final: CV runs over dev and unseen-tune only."""
+    bench = _quality_bench()
+    monkeypatch.setattr(bench, "CV_GRID", {"secondary_weight": (0.0, taxonomy.secondary_weight)})
+    bench._cross_validate(taxonomy)
+    printed = capsys.readouterr().out
+    assert "(0.0,): relevance P" in printed and "<- the taxonomy's" in printed
+    assert "== CV (choosing by CV): relevance P" in printed
+    assert "unseen-final" not in printed and "heldout" not in printed
 
 
 def test_the_bench_can_leave_the_final_half_out(taxonomy: Taxonomy,

@@ -2,8 +2,9 @@
 
 Relevance needs compiler evidence: the taxonomy's core phrases plus a capped
 share of the layers' phrases (runtime and kernel work such as CUDA graphs or
-FlashAttention counts), and a compiler project's own feed as a prior that
-breaks a tie but never outweighs negative evidence. Hardware or benchmark
+FlashAttention counts), and a compiler project's own source as a prior: in
+full for its releases, at most the margin for its blog or newsletter (a tie
+breaker: the text must make a post news), never outweighing negative evidence. Hardware or benchmark
 words alone never suffice; general-ML evidence (fine-tuning, RLHF, medical
 imaging...) blocks an entry whose compiler evidence is weak; a community or
 admin post (a board update, office hours, a meeting programme, the programme
@@ -14,8 +15,9 @@ a summary (an abstract's length) counts in full, one met only further on or in
 a body at the taxonomy's ``body_share``; a specific layer phrase in a title
 counts ``title_share`` times towards its layer. Layers are assigned per layer
 when the weights of its matched phrases reach the layer's threshold (a
-roundup, such as a weekly newsletter, has lower ones: each item is a sentence),
-and a relevant entry always has one: readers choose layers, so an event with
+roundup, such as a weekly newsletter, has lower ones: each item is a sentence;
+outside a roundup a layer other than the strongest needs one specific phrase
+in a title or lead), and a relevant entry always has one: readers choose layers, so an event with
 none would reach nobody who filters and show an empty layer row to everyone
 else. Compiler news whose layer evidence falls just short takes its nearest
 compiler layer (``fallback_share``), never hardware or benchmark.
@@ -87,17 +89,20 @@ def _hits(matched: Matches, table: Mapping[str, float]) -> tuple[list[str], floa
 
 
 def _matches(leads: Sequence[tuple[str, str]], body: str, taxonomy: Taxonomy,
-             roundup: bool = False) -> tuple[dict[str, float], set[str]]:
-    """Each matched phrase with the share of its weight it counts at, and those in a title.
+             roundup: bool = False) -> tuple[dict[str, float], set[str], set[str]]:
+    """Each matched phrase with the share of its weight it counts at, those in a title, the subject's.
 
     ``leads`` are the entries' titles and summaries. A phrase counts in full in
     a title or in the lead of a summary (its first ``lead_chars`` characters, an
     abstract's length), at ``body_share`` when met only further on or in a body:
     a long post mentions much in passing, evidence weaker than its lead. A
     roundup's summary counts in full: its items are spread all through it.
+    The subject's phrases are those in a title or in a summary's first
+    ``subject_chars`` characters (its opening paragraph; all of a roundup's).
     """
     found: dict[str, float] = {}
     titled: set[str] = set()
+    subject: set[str] = set()
 
     def take(keys: Iterable[str], share: float) -> None:
         for key in keys:
@@ -109,23 +114,46 @@ def _matches(leads: Sequence[tuple[str, str]], body: str, taxonomy: Taxonomy,
         cut = len(tokens) if roundup or not taxonomy.lead_chars else len(
             tokenize(summary[: taxonomy.lead_chars]))
         first = taxonomy.matcher.first_positions(tokens)
+        opening = len(tokens) if roundup or not taxonomy.subject_chars else len(
+            tokenize(summary[: taxonomy.subject_chars]))
+        subject |= {key for key, at in first.items() if at < min(cut, opening)}
         take([key for key, at in first.items() if at < cut], 1.0)
         take([key for key, at in first.items() if at >= cut], taxonomy.body_share)
     take(titled, 1.0)
     if body:
         take(taxonomy.matcher.find(body), taxonomy.body_share)
-    return found, titled
+    return found, titled, subject | titled
 
 
-def _prior(items: Iterable[Item], taxonomy: Taxonomy) -> tuple[list[str], float]:
-    keys = {item.source_key for item in items} | {i.repo.lower() for i in items if i.repo}
-    found = sorted(k for k in keys if k in taxonomy.source_prior)
-    return found, max((taxonomy.source_prior[k] for k in found), default=0.0)
+def _prior(items: Iterable[Item], taxonomy: Taxonomy) -> tuple[list[str], float, float]:
+    """The source prior's keys, its weight and the part of it that may decide relevance.
+
+    A compiler project's own release is that project's news, so its prior
+    decides in full; a feed's (a project's blog or newsletter) decides at most
+    ``relevance_margin``: it breaks a tie, but the entry's own text must make it
+    compiler news (a blog also posts board news and meeting programmes). The
+    weight itself (the strength of compiler news, once news) is the best one.
+    """
+    found: set[str] = set()
+    weight = decides = 0.0
+    for item in items:
+        keys = {item.source_key, *([item.repo.lower()] if item.repo else [])}
+        mine = [k for k in keys if k in taxonomy.source_prior]
+        found |= set(mine)
+        own = max((taxonomy.source_prior[k] for k in mine), default=0.0)
+        weight = max(weight, own)
+        decides = max(decides, own if item.kind == "github-releases"
+                      else min(own, taxonomy.relevance_margin))
+    return sorted(found), weight, decides
 
 
-def _totals(matched: Matches, titled: set[str], figs: int, prior: float,
+def _totals(matched: Matches, titled: set[str], opening: set[str], figs: int, prior: float,
             taxonomy: Taxonomy) -> dict[str, float]:
-    """The summed weights: relevance evidence, and each layer's (a title's phrases at ``title_share``)."""
+    """The summed weights: relevance evidence, and each layer's (a title's phrases at ``title_share``).
+
+    ``<layer>.specific`` is the heaviest of the layer's phrases in ``opening``
+    (the subject: a title or a summary's opening, :func:`_matches`).
+    """
     totals = {"core": _hits(matched, taxonomy.core)[1] + prior, "prior": prior,
               "negative": _hits(matched, taxonomy.negative)[1],
               "novelty": _hits(matched, taxonomy.novelty)[1]}
@@ -134,6 +162,8 @@ def _totals(matched: Matches, titled: set[str], figs: int, prior: float,
         subject = {**matched, **{p: taxonomy.title_share for p in titled
                                  if rule.phrases.get(p, 0.0) >= _SPECIFIC}}
         totals[lid] = _hits(subject, rule.phrases)[1] + figure_weight
+        totals[f"{lid}.specific"] = max((rule.phrases[p] for p in opening if p in rule.phrases),
+                                        default=0.0)
     totals["layer_evidence"] = _layer_evidence(matched, taxonomy)
     return totals
 
@@ -164,15 +194,17 @@ def relevance_distance(totals: Mapping[str, float], taxonomy: Taxonomy) -> float
 
     Compiler evidence is the core phrases plus the layers' share
     (``layer_evidence``). Three conditions must hold: it reaches the threshold
-    with the source prior; it beats the negative evidence by the margin, where
+    with the part of the source prior that may decide (``prior_decides``: a
+    release's in full, a blog's at most the margin); it beats the negative evidence by the margin, where
     the prior counts at most the margin (a prior breaks a tie, it never
     outweighs negative evidence); and the titles are not a community/admin
     post (``community`` at most its threshold). The distance is the smallest
     slack. Compiler news is relevant when it also has a layer (:func:`decide`).
     """
     prior = totals.get("prior", 0.0)
+    decides = min(prior, totals.get("prior_decides", prior))
     text = totals["core"] - prior + totals.get("layer_evidence", 0.0)
-    return min(text + prior - taxonomy.relevance_threshold,
+    return min(text + decides - taxonomy.relevance_threshold,
                text + min(prior, taxonomy.relevance_margin) - totals["negative"]
                - taxonomy.relevance_margin,
                taxonomy.community_threshold - totals.get("community", 0.0))
@@ -201,6 +233,12 @@ def is_roundup(totals: Mapping[str, float], taxonomy: Taxonomy) -> bool:
 def layers_of(totals: Mapping[str, float], taxonomy: Taxonomy) -> tuple[str, ...]:
     """The layers whose evidence reaches their threshold (a roundup's own), in the fixed order.
 
+    Outside a roundup, a layer other than the strongest (by its share of its
+    threshold) also needs one specific phrase, of at least ``secondary_weight``,
+    in a title or a summary's opening (``<layer>.specific`` in the totals): a long post says
+    "instruction", "kernel" and "backend" in passing, which adds up to a layer
+    the post is not about. The evaluation's context (``context_layers``: the
+    hardware it runs on, the benchmark) is exempt: an abstract states it last.
     With none, the nearest compiler layer (``evidence_layers``: never hardware or
     benchmark) when its evidence is at least ``fallback_share`` of its threshold:
     an entry about the Clang driver may name Clang once.
@@ -208,6 +246,10 @@ def layers_of(totals: Mapping[str, float], taxonomy: Taxonomy) -> tuple[str, ...
     roundup = is_roundup(totals, taxonomy)
     share = {lid: totals.get(lid, 0.0) / taxonomy.layers[lid].needs(roundup) for lid in LAYER_IDS}
     found = tuple(lid for lid in LAYER_IDS if share[lid] >= 1.0)
+    if found and not roundup and taxonomy.secondary_weight > 0:
+        top = max(found, key=lambda lid: share[lid])
+        found = tuple(lid for lid in found if lid == top or lid in taxonomy.context_layers
+                      or totals.get(f"{lid}.specific", 0.0) >= taxonomy.secondary_weight)
     nearest = max(taxonomy.evidence_layers or LAYER_IDS,
                   key=lambda lid: (share[lid], -LAYER_IDS.index(lid)))
     if found or taxonomy.fallback_share <= 0 or share[nearest] < taxonomy.fallback_share:
@@ -239,14 +281,21 @@ def classify_text(text: str, taxonomy: Taxonomy, *, prior: float = 0.0,
 
 
 def _classify(leads: Sequence[tuple[str, str]], taxonomy: Taxonomy, *, prior: float,
-              titles: Sequence[str], body: str) -> Classification:
-    """Classify entries' titles and summaries (``leads``) and their joined bodies."""
+              titles: Sequence[str], body: str,
+              prior_decides: float | None = None) -> Classification:
+    """Classify entries' titles and summaries (``leads``) and their joined bodies.
+
+    ``prior_decides``: how much of ``prior`` may count towards the relevance
+    threshold (:func:`_prior`; None: all of it).
+    """
     roundup = _title_weight(titles, taxonomy.roundup, taxonomy)
-    matched, titled = _matches(leads, body, taxonomy, is_roundup({"roundup": roundup}, taxonomy))
+    matched, titled, opening = _matches(leads, body, taxonomy,
+                                        is_roundup({"roundup": roundup}, taxonomy))
     text = "\n\n".join(f"{title}\n{summary}" if title else summary for title, summary in leads)
     whole = f"{text}\n\n{body}" if body else text
     figs, measures = figures(whole), measurements(whole)
-    totals = _totals(matched, titled, len(figs), prior, taxonomy)
+    totals = _totals(matched, titled, opening, len(figs), prior, taxonomy)
+    totals["prior_decides"] = prior if prior_decides is None else prior_decides
     totals["community"] = _community(titles, taxonomy)
     totals["roundup"] = roundup
     relevant, strength, layers = decide(totals, taxonomy, _is_relevant(totals, taxonomy))
@@ -281,11 +330,12 @@ def classify_items(items: Sequence[Item], taxonomy: Taxonomy) -> Classification:
     """Classify the entries of one event together (their texts joined, the best source prior)."""
     if not items:
         raise ValueError("classify_items needs at least one item")
-    prior_keys, prior = _prior(items, taxonomy)
+    prior_keys, prior, decides = _prior(items, taxonomy)
     leads = list(dict.fromkeys((item.title, item.summary) for item in items))
-    body = "\n\n".join(dict.fromkeys(item.body for item in items if item.body))
+    body = "\n\n".join(dict.fromkeys(item.body_beyond_summary for item in items
+                                     if item.body_beyond_summary))
     result = _classify(leads, taxonomy, prior=prior, titles=[item.title for item in items],
-                       body=body)
+                       body=body, prior_decides=decides)
     if prior_keys:
         result.evidence["source_prior"] = prior_keys
     return result

@@ -38,7 +38,8 @@ _TOP_KEYS = {"version", "relevance", "negative", "source_prior", "novelty", "lay
              "roundup"}
 _RELEVANCE_KEYS = {"threshold", "margin", "saturation", "layer_share", "triage_band", "core",
                    "layer_evidence", "layer_evidence_cap", "evidence_layers", "body_share",
-                   "lead_chars", "title_share", "fallback_share"}
+                   "lead_chars", "title_share", "fallback_share", "secondary_weight",
+                   "subject_chars", "context_layers"}
 _COMMUNITY_KEYS = {"threshold", "phrases", "programmes"}
 _LAYER_KEYS = {"threshold", "phrases", "figure_weight", "max_figures", "roundup_threshold"}
 
@@ -196,6 +197,15 @@ class Taxonomy:
     # Compiler news with no layer at its threshold takes its nearest layer when that
     # has at least this share of its threshold (0: never): news always has a layer.
     fallback_share: float = 0.0
+    # A layer other than the strongest (outside a roundup, and not one measured by
+    # figures) needs a phrase at least this heavy in the subject: a title or the
+    # first ``subject_chars`` characters of a summary (0: all of its lead).
+    # Generic words ("instruction", "kernel", "backend") add up in a long post. 0: off.
+    secondary_weight: float = 0.0
+    subject_chars: int = 0
+    # Layers of the evaluation's context (what the work runs on, how it was
+    # measured): stated wherever the evaluation is, so exempt from that rule.
+    context_layers: tuple[str, ...] = ()
 
 
 def _weights(table: object, where: str) -> dict[str, float]:
@@ -249,10 +259,10 @@ def _layers(table: object) -> dict[str, LayerRule]:
     return {lid: _layer(lid, table[lid]) for lid in LAYER_IDS}
 
 
-def _evidence_layers(rel: Mapping[str, Any]) -> tuple[str, ...]:
-    ids = rel.get("evidence_layers", [])
+def _layer_list(rel: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    ids = rel.get(key, [])
     if not isinstance(ids, list) or any(lid not in LAYER_IDS for lid in ids):
-        raise ConfigError(f"taxonomy: [relevance] evidence_layers must list layer ids of "
+        raise ConfigError(f"taxonomy: [relevance] {key} must list layer ids of "
                           f"{', '.join(LAYER_IDS)}")
     return tuple(ids)
 
@@ -301,13 +311,16 @@ def build_taxonomy(data: Mapping[str, Any]) -> Taxonomy:
         matcher=PhraseMatcher(every),
         layer_evidence=_number(rel, "layer_evidence", "relevance", 0.0),
         layer_evidence_cap=_number(rel, "layer_evidence_cap", "relevance", 0.0),
-        evidence_layers=_evidence_layers(rel),
+        evidence_layers=_layer_list(rel, "evidence_layers"),
         community=community, community_threshold=community_threshold,
         roundup=roundup, roundup_threshold=roundup_threshold, programmes=programmes,
         body_share=_number(rel, "body_share", "relevance", 1.0),
         lead_chars=int(_number(rel, "lead_chars", "relevance", 0.0)),
         title_share=_number(rel, "title_share", "relevance", 1.0),
         fallback_share=_number(rel, "fallback_share", "relevance", 0.0),
+        secondary_weight=_number(rel, "secondary_weight", "relevance", 0.0),
+        subject_chars=int(_number(rel, "subject_chars", "relevance", 0.0)),
+        context_layers=_layer_list(rel, "context_layers"),
     )
 
 
