@@ -214,6 +214,20 @@ async def test_events_api_filters_and_validates(sessions: SessionFactory, archiv
         assert (await c.get("/api/digests/2020-01-01")).json() == {"error": "no digest for 2020-01-01"}
 
 
+async def test_events_api_says_what_each_event_page_says(sessions: SessionFactory, archive: Archive) -> None:
+    async with client(sessions) as c:
+        for lang in ("zh", "en"):
+            listed = (await c.get(f"/api/events?days=30&lang={lang}")).json()["events"]
+            assert [e["id"] for e in listed] == [i for d in DATES for i in archive.event_ids[d]]
+            for shown in listed:  # its latest showing: the event's latest digest
+                detail = (await c.get(f"/api/events/{shown['id']}?lang={lang}")).json()
+                for key in ("title", "summary", "url", "score", "score_breakdown", "layers", "first_seen",
+                            "page"):
+                    assert shown[key] == detail[key], (lang, shown["id"], key)
+                latest = detail["digests"][0]
+                assert (shown["date"], shown["rank"]) == (latest["date"], latest["rank"])
+
+
 async def test_atom_feed_parses(sessions: SessionFactory, archive: Archive) -> None:
     async with client(sessions) as c:
         answer = await c.get("/feed.xml?lang=en")

@@ -25,6 +25,7 @@ from sqlalchemy import select
 from starlette.requests import Request
 
 from digest.build.pipeline import BuildOptions, build_digest
+from digest.cli.delete import delete_digest
 from digest.store.db import SessionFactory, make_engine, make_session_factory
 from digest.store.models import Digest
 from digest.web.app import create_app
@@ -139,6 +140,26 @@ async def test_a_current_copy_is_a_304_and_a_stale_one_the_page(
             assert since.status_code == 304, path
             older = await c.get(path, headers={"if-modified-since": "Mon, 01 Jan 2001 00:00:00 GMT"})
             assert older.status_code == 200, path
+
+
+async def test_an_events_list_is_kept_per_query_until_a_digest_in_its_window_changes(
+    sessions: SessionFactory, archive: Archive
+) -> None:
+    cache = PageCache()
+    async with client(sessions, cache=cache) as c:
+        wide, narrow = await c.get("/api/events?days=3"), await c.get("/api/events?days=1")
+        assert cache.renders == 2
+        assert {e["id"] for e in narrow.json()["events"]} == set(archive.event_ids[DAY])
+        for page, path in ((wide, "/api/events?days=3"), (narrow, "/api/events?days=1")):
+            again = await c.get(path, headers={"if-none-match": page.headers["etag"]})
+            assert again.status_code == 304 and cache.renders == 2, path
+        assert "deleted" in await delete_digest(sessions, DATES[1], force=False, now=NOW)  # unpublished
+        gone = await c.get("/api/events?days=3", headers={"if-none-match": wide.headers["etag"]})
+        kept = await c.get("/api/events?days=1", headers={"if-none-match": narrow.headers["etag"]})
+    assert gone.status_code == 200 and gone.headers["etag"] != wide.headers["etag"]
+    assert [e["id"] for e in gone.json()["events"]] == [
+        e["id"] for e in wide.json()["events"] if e["id"] not in archive.event_ids[DATES[1]]]
+    assert kept.status_code == 304 and cache.renders == 3  # a window without that digest: still current
 
 
 async def test_pages_are_gzipped_when_the_client_accepts_it(

@@ -8,7 +8,20 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Text, and_, cast, exists, func, literal, select, true
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    Select,
+    Text,
+    and_,
+    bindparam,
+    cast,
+    exists,
+    func,
+    literal,
+    select,
+    true,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from digest.domain.daytext import extractive_day
@@ -17,7 +30,6 @@ from digest.domain.layers import LAYER_IDS
 from digest.domain.views import DigestView, EventView, SourceLink
 from digest.domain.writeups import EventInput, EventWriteup, SourceText, briefs_of
 from digest.store.models import Digest, DigestEvent, DigestText, Entry, Event, EventEntry, Source, Writeup
-from digest.write.extractive import extractive_event
 
 
 async def get_digest(session: AsyncSession, date: dt.date, *, listed_only: bool = False) -> Digest:
@@ -115,6 +127,8 @@ def _event_view(
         text = EventWriteup(row.title, row.summary, row.why_it_matters, tuple(row.watch),
                             tuple(snap.layers), row.mode)
     else:
+        from digest.write.extractive import extractive_event  # the writer's rules load only to fill a gap
+
         text = extractive_event(
             EventInput(event.id, event.title, tuple(snap.layers), snap.score, tuple(sources)),
             locale,
@@ -229,10 +243,15 @@ class RecentEvent:
     first_seen: dt.datetime
 
 
+def _layer_pattern(layer: str) -> str:
+    """The LIKE pattern of "a JSON list of layer ids contains ``layer``"."""
+    escaped = layer.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f'%"{escaped}"%'
+
+
 def _layer_like(column: Any, layer: str) -> ColumnElement[bool]:
     """A portable "JSON list contains ``layer``" test (layer ids are a closed set of plain names)."""
-    escaped = layer.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return cast(column, Text).like(f'%"{escaped}"%', escape="\\")
+    return cast(column, Text).like(_layer_pattern(layer), escape="\\")
 
 
 def _with_layer(layer: str | None) -> ColumnElement[bool]:
@@ -319,6 +338,8 @@ async def event_texts(
     session: AsyncSession, shown: Sequence[tuple[Event, DigestEvent]], locale: str
 ) -> dict[int, EventWriteup]:
     """Each event's write-up in ``locale``; a missing one is written extractively."""
+    from digest.write.extractive import extractive_event  # the writer's rules load only to fill a gap
+
     ids = [event.id for event, _ in shown]
     rows = await session.scalars(select(Writeup).where(Writeup.event_id.in_(ids), Writeup.locale == locale))
     found = {w.event_id: EventWriteup(w.title, w.summary, w.why_it_matters, tuple(w.watch), (), w.mode)
@@ -332,6 +353,58 @@ async def event_texts(
     return found
 
 
+_RECENT: dict[tuple[bool, bool], Select[Any]] = {}  # (by score, by layer): built once, compiled once
+
+
+def _recent_query(by_score: bool, by_layer: bool) -> Select[Any]:
+    """The /recent statement (best first or newest first, with a layer filter or not); values
+    are bound per call.
+
+    Each event's first showing is picked in SQL (``ROW_NUMBER()`` per event) and the LIMIT
+    applies there, before any join: only the rows returned meet ``event``, ``digest_event``
+    and ``writeup`` (the write-up in the asked locale, LEFT JOINed: a missing one is
+    written extractively afterwards). Built once per shape, so its cache key and compiled
+    form are reused; Core columns only, so no row becomes an ORM object.
+    """
+    key = (by_score, by_layer)
+    if key in _RECENT:
+        return _RECENT[key]
+    digest, shown_in, event, writeup = (Digest.__table__.c, DigestEvent.__table__.c, Event.__table__.c,
+                                        Writeup.__table__.c)
+    recent = select(digest.id).where(digest.window_end > bindparam("since", type_=digest.window_end.type),
+                                     listed())
+    shown = (select(shown_in.event_id, shown_in.digest_id, shown_in.score, shown_in.rank, digest.date)
+             .join_from(DigestEvent.__table__, Digest.__table__, digest.id == shown_in.digest_id)
+             .where(shown_in.digest_id.in_(recent),  # IN: digest_event's key is used
+                    shown_in.score >= bindparam("min_score", type_=shown_in.score.type)))
+    if by_layer:
+        shown = shown.where(cast(shown_in.layers, Text).like(bindparam("layer", type_=Text), escape="\\"))
+    inner = shown.subquery("shown")
+
+    def ranking(c: Any) -> tuple[Any, ...]:
+        return ((c.score.desc(), c.date.desc(), c.rank, c.event_id) if by_score
+                else (c.date.desc(), c.rank, c.event_id))
+
+    number = func.row_number().over(partition_by=inner.c.event_id, order_by=ranking(inner.c)).label("n")
+    ranked = select(inner, number).subquery("ranked")
+    top = (select(ranked.c.event_id, ranked.c.digest_id, ranked.c.score, ranked.c.rank, ranked.c.date)
+           .where(ranked.c.n == 1).order_by(*ranking(ranked.c))
+           .limit(bindparam("limit", type_=Integer)).subquery("top"))
+    query = (
+        select(top.c.event_id, top.c.score, top.c.rank, top.c.date, shown_in.layers,
+               shown_in.score_breakdown, event.title.label("event_title"), event.url, event.first_seen,
+               writeup.title, writeup.summary)
+        .join_from(top, Event.__table__, event.id == top.c.event_id)
+        .join(DigestEvent.__table__, and_(shown_in.event_id == top.c.event_id,
+                                          shown_in.digest_id == top.c.digest_id))
+        .outerjoin(Writeup.__table__, and_(writeup.event_id == top.c.event_id,
+                                           writeup.locale == bindparam("locale", type_=writeup.locale.type)))
+        .order_by(*ranking(top.c))
+    )
+    _RECENT[key] = query
+    return query
+
+
 async def recent_events(
     session: AsyncSession, locale: str, *, since: dt.datetime, layer: str | None = None,
     min_score: float = 0.0, limit: int = 200, order: str = "date",
@@ -339,38 +412,38 @@ async def recent_events(
     """Events shown in digests whose window ended after ``since``, each once.
 
     ``order="date"``: newest digest first, then rank; ``order="score"``: best first.
-    Write-ups are loaded for the chosen events only. Each event's first showing is
-    picked in SQL (``ROW_NUMBER()`` per event) and the LIMIT applies there, so only
-    the rows returned become objects (building every row of the window was most
-    of the time of /recent).
+    One statement (:func:`_recent_query`) brings the chosen events with their write-ups in
+    ``locale``; only an event without one costs more (its sources, for the extractive writer).
     """
-    recent = select(Digest.id).where(Digest.window_end > since, listed())  # IN: digest_event's key is used
-    shown = (select(DigestEvent.event_id, DigestEvent.digest_id, DigestEvent.score, DigestEvent.rank,
-                    Digest.date).join(Digest, Digest.id == DigestEvent.digest_id)
-             .where(DigestEvent.digest_id.in_(recent), DigestEvent.score >= min_score))
+    values: dict[str, Any] = {"since": since, "min_score": min_score, "limit": limit, "locale": locale}
     if layer is not None:
-        shown = shown.where(_layer_like(DigestEvent.layers, layer))
-    inner = shown.subquery()
-    def ranking(c: Any) -> tuple[Any, ...]:
-        return ((c.score.desc(), c.date.desc(), c.rank, c.event_id) if order == "score"
-                else (c.date.desc(), c.rank, c.event_id))
+        values["layer"] = _layer_pattern(layer)
+    connection = await session.connection()
+    rows = (await connection.execute(_recent_query(order == "score", layer is not None), values)).all()
+    missing = [row for row in rows if row.title is None]
+    written = await _extractive_texts(session, missing, locale) if missing else {}
+    found: list[RecentEvent] = []
+    for row in rows:
+        title, summary = ((row.title, row.summary) if row.title is not None
+                          else written[row.event_id])
+        found.append(RecentEvent(row.event_id, title, summary, row.url, row.score,
+                                 dict(row.score_breakdown), tuple(row.layers), row.date, row.rank,
+                                 row.first_seen))
+    return found
 
-    number = func.row_number().over(partition_by=inner.c.event_id, order_by=ranking(inner.c)).label("n")
-    ranked = select(inner, number).subquery()
-    query = (
-        select(Event, DigestEvent, ranked.c.date)
-        .join(ranked, ranked.c.event_id == Event.id)
-        .join(DigestEvent, and_(DigestEvent.event_id == ranked.c.event_id,
-                                DigestEvent.digest_id == ranked.c.digest_id))
-        .where(ranked.c.n == 1)
-        .order_by(*ranking(ranked.c))
-        .limit(limit)
-    )
-    picked = [(event, snap, date) for event, snap, date in (await session.execute(query)).all()]
-    texts = await event_texts(session, [(e, s) for e, s, _ in picked], locale)
-    return [RecentEvent(e.id, texts[e.id].title, texts[e.id].summary, e.url, s.score,
-                        dict(s.score_breakdown), tuple(s.layers), date, s.rank, e.first_seen)
-            for e, s, date in picked]
+
+async def _extractive_texts(session: AsyncSession, rows: Sequence[Any],
+                            locale: str) -> dict[int, tuple[str, str]]:
+    """The extractive title and summary of each /recent row that has no stored write-up."""
+    from digest.write.extractive import extractive_event  # the writer's rules load only to fill a gap
+
+    sources = await event_sources(session, [row.event_id for row in rows])
+    found: dict[int, tuple[str, str]] = {}
+    for row in rows:
+        text = extractive_event(EventInput(row.event_id, row.event_title, tuple(row.layers), row.score,
+                                           tuple(sources.get(row.event_id, []))), locale)
+        found[row.event_id] = (text.title, text.summary)
+    return found
 
 
 async def all_event_ids(session: AsyncSession) -> list[int]:
