@@ -46,6 +46,7 @@ from digest.domain.layers import LAYER_IDS
 from digest.domain.locales import LOCALES
 
 TOML_FILE = "digest.toml"
+DEFAULT_SCHEDULE = "0 8 * * *"  # croniter accepts it (tests/test_lazy_imports.py); see Settings._cron
 MIN_SECRET_CHARS = 32
 _PREFIX = "DIGEST_"
 _UNCHECKED_PREFIX = "DIGEST_TEST_"  # the test suite's own variables
@@ -140,7 +141,7 @@ class Settings(BaseSettings):
             raise ValueError("must be 16 to 256 characters of A-Z, a-z, 0-9, _ and - (Telegram's rule)")
         return value
 
-    schedule: str = "0 8 * * *"
+    schedule: str = DEFAULT_SCHEDULE
     admin_email: str | None = None
     admin_telegram_chat: str | None = None
     admin_discord_channel: str | None = None
@@ -214,6 +215,14 @@ class Settings(BaseSettings):
     @field_validator("schedule")
     @classmethod
     def _cron(cls, value: str) -> str:
+        """A configured expression is checked by croniter, the parser the schedule runs on.
+
+        The shipped default is not parsed again on every start: importing croniter runs
+        ``platform.architecture()``, which forks ``file`` on the interpreter, a few
+        hundredths of a second each command (``digest preview`` never needs the schedule).
+        """
+        if value == DEFAULT_SCHEDULE:
+            return value
         from croniter import croniter
 
         if not croniter.is_valid(value):

@@ -4,7 +4,9 @@ A fresh interpreter runs the CLI and prints ``sys.modules``: a module that impor
 client library at its top would show up here long before anyone notices the second of
 start-up it costs. A command that reads a database already at the head of the
 migrations does not load Alembic (nor Mako and Pygments behind it); one that is behind
-still gets migrated.
+still gets migrated. The read commands (``preview``, ``events``, ``status``, ``subscribers
+list``) load neither the network clients nor the pipeline's analysers and writers, and with
+the shipped schedule not croniter either (its import forks ``file``).
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from pathlib import Path
 
 import pytest
 from alembic.script import ScriptDirectory
+from croniter import croniter
 from sqlalchemy import text
 
 from digest import bootstrap
-from digest.config import load_settings
+from digest.config import DEFAULT_SCHEDULE, load_settings
+from digest.domain.errors import ConfigError
 from digest.store.db import alembic_config, make_engine, migrate, open_database
 from tests.archive import DAY, build_archive
 
@@ -28,7 +32,13 @@ HEAVY = ("sqlalchemy", "openai", "jinja2", "feedparser", "httpx", "discord", "te
          "alembic", "starlette", "uvicorn", "pydantic", "pydantic_settings", "email_validator")
 # what printing a built digest needs none of: the migration tool, the network clients, the web server
 NOT_FOR_PREVIEW = ("alembic", "mako", "pygments", "openai", "feedparser", "httpx", "discord", "telegram",
-                   "aiosmtplib", "starlette", "uvicorn")
+                   "aiosmtplib", "starlette", "uvicorn", "croniter")
+# what a read command needs none of besides: the migration tool, the clients, the web server, the
+# pipeline's parts (status reads the schedule, so croniter is left out of this list)
+NOT_FOR_READING = ("alembic", "mako", "pygments", "openai", "feedparser", "httpx", "discord", "telegram",
+                   "aiosmtplib", "starlette", "uvicorn", "jinja2", "bot", "digest.build", "digest.analyze",
+                   "digest.write", "digest.ingest.fetch", "digest.ingest.normalize", "digest.daily",
+                   "digest.service", "digest.web", "digest.deliver.publish", "digest.deliver.smtp")
 SCRIPT = """
 import sys
 from digest.cli.main import main
@@ -36,13 +46,20 @@ try:
     code = main({argv!r})
 except SystemExit as exc:
     code = exc.code
-print(code, " ".join(sorted({{name.split(".")[0] for name in sys.modules}})), file=sys.stderr)
+print(code, " ".join(sorted(sys.modules)), file=sys.stderr)
 """
 
 
 def run_cli(argv: list[str], env: dict[str, str] | None = None,
             cwd: Path = ROOT) -> tuple[object, set[str]]:
     """The exit code of ``digest ARGV`` in a fresh interpreter, and the top-level packages it then holds."""
+    code, modules = run_cli_modules(argv, env, cwd)
+    return code, {name.split(".")[0] for name in modules}
+
+
+def run_cli_modules(argv: list[str], env: dict[str, str] | None = None,
+                    cwd: Path = ROOT) -> tuple[object, set[str]]:
+    """The exit code of ``digest ARGV`` in a fresh interpreter, and every module it then holds."""
     out = subprocess.run([sys.executable, "-c", SCRIPT.format(argv=argv)], capture_output=True,
                          text=True, cwd=cwd, timeout=120, check=True, env=env)
     code, *names = out.stderr.strip().splitlines()[-1].split()
@@ -52,6 +69,11 @@ def run_cli(argv: list[str], env: dict[str, str] | None = None,
 def loaded_by(argv: list[str]) -> set[str]:
     """The top-level packages a fresh interpreter holds after ``digest ARGV`` (help or a usage error)."""
     return run_cli(argv)[1]
+
+
+def unwanted(modules: set[str], names: tuple[str, ...]) -> set[str]:
+    """The modules of ``modules`` that are one of ``names`` or inside one of those packages."""
+    return {m for m in modules for name in names if m == name or m.startswith(name + ".")}
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["sources", "--help"], ["preview", "--help"],
@@ -76,6 +98,46 @@ async def test_preview_of_a_current_database_loads_no_migration_tool(tmp_path: P
     assert code == "0"
     assert {"sqlalchemy", "aiosqlite", "pydantic_settings"} <= loaded  # it did read the digest
     assert loaded & set(NOT_FOR_PREVIEW) == set()
+
+
+async def test_preview_and_events_load_no_pipeline_part(tmp_path: Path) -> None:
+    """Printing stored write-ups needs neither the extractive writer nor the analysers behind it."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'read.db'}"
+    async with open_database(url) as sessions:
+        await build_archive(sessions)
+    for argv in (["preview", "--date", DAY.isoformat(), "--format", "md"],
+                 ["events", "--date", DAY.isoformat(), "--json"]):
+        code, modules = run_cli_modules(argv, _env(tmp_path, url), cwd=tmp_path)
+        assert code == "0", argv
+        assert "digest.store.queries" in modules  # it did read the digest
+        allowed_here = ("jinja2",) if argv[0] == "preview" else ()
+        assert unwanted(modules, tuple(n for n in NOT_FOR_READING if n not in allowed_here)) == set(), argv
+
+
+@pytest.mark.parametrize("argv", [["status"], ["status", "--json"], ["subscribers", "list"]])
+async def test_read_commands_load_no_client_pipeline_or_renderer(tmp_path: Path, argv: list[str]) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'status.db'}"
+    async with open_database(url):
+        pass
+    code, modules = run_cli_modules(argv, _env(tmp_path, url), cwd=tmp_path)
+    assert code == "0"
+    assert "sqlalchemy" in modules and "digest.store.db" in modules  # it did open the database
+    assert unwanted(modules, NOT_FOR_READING) == set()
+
+
+def test_the_shipped_schedule_is_a_cron_expression_without_loading_croniter() -> None:
+    assert croniter.is_valid(DEFAULT_SCHEDULE)
+    assert load_settings().schedule == DEFAULT_SCHEDULE
+
+
+@pytest.mark.parametrize("schedule", ["0 9 * * 1-5", "30 7,19 * * *"])
+def test_a_configured_schedule_is_still_checked(monkeypatch: pytest.MonkeyPatch, schedule: str) -> None:
+    monkeypatch.setenv("DIGEST_SCHEDULE", schedule)
+    assert load_settings().schedule == schedule
+    monkeypatch.setenv("DIGEST_SCHEDULE", schedule.replace("*", "61", 1))
+    with pytest.raises(ConfigError, match=r"^DIGEST_SCHEDULE: not a cron expression") as info:
+        load_settings()
+    assert "\n" not in str(info.value)
 
 
 def test_the_head_read_without_alembic_is_alembics() -> None:

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from digest import __version__
+from digest import __version__, bootstrap
 from digest.cli import (
     bots,
     delete,
@@ -143,6 +143,7 @@ def _configure_logging(verbosity: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code."""
+    bootstrap.start_heap()
     parser = build_parser()
     args = parser.parse_args(argv)
     _configure_logging(args.verbose)

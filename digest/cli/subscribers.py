@@ -25,13 +25,13 @@ from digest.domain.errors import DigestError, SubscriberNotFound, SubscriptionEr
 from digest.domain.layers import LAYER_IDS
 from digest.domain.locales import DEFAULT_LOCALE, LOCALES
 from digest.domain.status import ChannelName, SubscriberStatus
-from digest.subscribe import validation
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
 
     from digest.config import Settings
     from digest.subscribe import subscriptions as subs
+    from digest.subscribe import validation
     from digest.subscribe.confirm import ResendReport
 
 CHANNELS = tuple(ChannelName)
@@ -122,6 +122,7 @@ def _describe(view: subs.SubscriberView) -> str:
 async def add_cmd(settings: Settings, args: argparse.Namespace) -> int:
     """``digest subscribers add``: active at once (the operator vouches); updates an existing one."""
     from digest.subscribe import subscriptions as subs  # SQLAlchemy: not for --help
+    from digest.subscribe import validation  # the mail headers' address rules: not for --help
 
     try:
         address = validation.validate_address(args.channel, args.address)
@@ -284,6 +285,8 @@ def _reader(text: str) -> csv.DictReader[str]:
 
 def parse_row(row: dict[str | Any, Any]) -> tuple[str, str, validation.Preferences, str | None]:
     """(channel, address, full preferences, file status) of one CSV row; SubscriptionError if bad."""
+    from digest.subscribe import validation
+
     if None in row:
         raise SubscriptionError("more fields than the header has columns")
     cell = {key: (value or "").strip() for key, value in row.items()}
