@@ -138,7 +138,7 @@ async def test_every_run_stores_its_report_with_its_trigger(tmp_path: Path) -> N
 
 
 async def test_a_failed_run_is_stored_too_and_a_day_without_events_says_so(tmp_path: Path) -> None:
-    from digest.service import admin_text
+    from digest.render.report_text import admin_text
 
     toml = tmp_path / "sources.toml"
     toml.write_text('[[source]]\nkey = "dead"\nname = "Dead"\nurl = "http://127.0.0.1:9/feed"\n')

@@ -11,6 +11,7 @@ the shipped schedule not croniter either (its import forks ``file``).
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from digest import bootstrap
 from digest.config import DEFAULT_SCHEDULE, load_settings
 from digest.domain.errors import ConfigError
 from digest.store.db import alembic_config, make_engine, migrate, open_database
+from digest.store.reports import save_report
 from tests.archive import DAY, build_archive
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,6 +125,22 @@ async def test_read_commands_load_no_client_pipeline_or_renderer(tmp_path: Path,
     assert code == "0"
     assert "sqlalchemy" in modules and "digest.store.db" in modules  # it did open the database
     assert unwanted(modules, NOT_FOR_READING) == set()
+
+
+async def test_report_prints_the_last_run_without_loading_the_pipeline(tmp_path: Path) -> None:
+    """`digest report` formats a stored report: the service and the pipeline stay unloaded."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'report.db'}"
+    when = dt.datetime(2026, 9, 29, 8, tzinfo=dt.UTC)
+    report = {"date": "2026-09-29", "ok": True, "error": None, "sources": {"ok": 3, "failed": []},
+              "entries": 7, "events": 2, "built": True, "published": True, "deliveries": {},
+              "llm": {"calls": 0, "tokens": 0}, "seconds": 1.5}
+    async with open_database(url) as sessions, sessions() as session:
+        await save_report(session, date=when.date(), trigger="scheduled", started=when,
+                          finished=when, ok=True, report=report)
+        await session.commit()
+    code, modules = run_cli_modules(["report"], _env(tmp_path, url), cwd=tmp_path)
+    assert code == "0" and "digest.render.report_text" in modules
+    assert unwanted(modules, (*NOT_FOR_READING, "digest.service")) == set()
 
 
 def test_the_shipped_schedule_is_a_cron_expression_without_loading_croniter() -> None:

@@ -1,6 +1,6 @@
 """``digest report [--date D] [--json]``: what the latest daily run of a date (or the latest run) did.
 
-The text is the admin copy's (:func:`digest.service.admin_text`); ``--json``
+The text is the admin copy's (:func:`digest.render.report_text.admin_text`); ``--json``
 prints one object: the run's stored report (``DailyReport.as_json``: date,
 sources, entries, events, built, published, deliveries, llm, seconds) with
 its trigger and times. Exit 1 with one line when no run was recorded.
@@ -34,7 +34,7 @@ def add_commands(sub: Any) -> None:
 async def report_cmd(settings: Settings, args: argparse.Namespace) -> int:
     """Print the stored report; exit 0 when that run was ok, else 1."""
     # the store brings SQLAlchemy: imported here, not for `digest --help`
-    from digest.service import STREAK, admin_text
+    from digest.render.report_text import STREAK, admin_text
     from digest.store.reports import failing_sources, latest_report
 
     async with bootstrap.database(settings) as sessions, sessions() as session:
