@@ -1,6 +1,7 @@
 """Classifier quality (rules mode): relevance P/R, layer micro-F1, per layer.
 
-    .venv/bin/python bench/quality.py [--errors SPLIT] [--taxonomy PATH] [--no-final] [--cv]
+    .venv/bin/python bench/quality.py [--errors SPLIT] [--taxonomy PATH] [--no-final]
+        [--cv [--cv-on unseen-tune|dev+unseen-tune]]
 
 Two kinds of figures, printed apart:
 
@@ -22,8 +23,11 @@ While tuning, ``--no-final`` leaves its figures out too (print them once, at
 the end of a round of work).
 
 ``--cv`` first cross-validates the knobs that are chosen by cross-validation
-(``CV_GRID``) over dev and unseen-tune, 5 folds by a stable hash of each
-item's id (:func:`_cross_validate`): never on unseen-final, never on heldout.
+(``CV_GRID``), 5 folds by a stable hash of each item's id
+(:func:`_cross_validate`), over the outside reader's labels (unseen-tune:
+the convention the never-tuned figures follow, 1-2 layers an entry) or, with
+``--cv-on dev+unseen-tune``, pooled with dev (whose labels give 3-4): never
+on unseen-final, never on heldout.
 
 Last, the order of the days' events against a compiler engineer's ranking
 (tests/test_expert_order.py, tests/data/expert_*.toml): the bundled sample days
@@ -38,19 +42,22 @@ import argparse
 import hashlib
 import itertools
 import json
+import math
+import statistics
 import sys
 import tempfile
-from collections.abc import Container
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from labelled import SPLITS, Example, Prediction, Quality, count, evaluate, load, predict, report, split
+from labelled import SPLITS, Example, Prediction, Quality, count, evaluate, load, report, split
 from test_expert_order import measure
 from test_expert_order import report as order_report
 
+from digest.analyze.classify import Classification, classify, decide, relevance_distance
 from digest.analyze.taxonomy import Taxonomy, load_taxonomy
 
 UNSEEN = Path(__file__).resolve().parent / "data" / "unseen_labels.jsonl"
@@ -119,12 +126,68 @@ CV_GRID: dict[str, tuple[Any, ...]] = {
     "subject_chars": (400, 700, 1500),
     "context_layers": (("benchmark",), ("hardware_backend", "benchmark")),
     "fallback_share": (0.6, 0.8, 1.0),
+    "secondary_share": (0.0, 0.2, 0.35, 0.5),
+    "max_layers": (0, 2, 3),
 }
+# The sets cross-validation may run over: the outside reader's labels alone
+# (the convention the never-tuned figures follow), or pooled with dev.
+CV_SETS = ("unseen-tune", "dev+unseen-tune")
+# Knobs read only when the layers are chosen from an entry's totals
+# (classify.layers_of): variants differing only in these (and in the layers'
+# thresholds, ``layers.<id>.threshold``) share the totals.
+_LAYER_ONLY = frozenset({"secondary_weight", "context_layers", "fallback_share",
+                         "secondary_share", "max_layers"})
+_SHOWN = 15  # variants printed (the best by CV objective, and the taxonomy's)
+
+
+def knob_value(taxonomy: Taxonomy, knob: str) -> Any:
+    """A knob's value: a taxonomy field, or ``layers.<id>.<field>`` of one layer's rule."""
+    if knob.startswith("layers."):
+        _, lid, name = knob.split(".")
+        return getattr(taxonomy.layers[lid], name)
+    return getattr(taxonomy, knob)
+
+
+def with_knobs(taxonomy: Taxonomy, overrides: Mapping[str, Any]) -> Taxonomy:
+    """``taxonomy`` with the knobs' values (see :func:`knob_value`)."""
+    layers = dict(taxonomy.layers)
+    fields: dict[str, Any] = {}
+    for knob, value in overrides.items():
+        if knob.startswith("layers."):
+            _, lid, name = knob.split(".")
+            layers[lid] = replace(layers[lid], **{name: value})
+        else:
+            fields[knob] = value
+    return replace(taxonomy, layers=layers, **fields)
 
 
 def cv_fold(example: Example, folds: int = CV_FOLDS) -> int:
     """The example's fold: the first byte of SHA-256 of its key (id, else title) modulo ``folds``."""
     return hashlib.sha256(example.key.encode("utf-8")).digest()[0] % folds
+
+
+def cv_examples(on: str) -> list[Example]:
+    """The examples cross-validation runs over: unseen-tune (the outside reader's), or with dev."""
+    examples = [e for e in load() if e.split == "dev"] if on == "dev+unseen-tune" else []
+    return examples + [e for e in load_unseen() if e.split == "unseen-tune"]
+
+
+def predict_variants(examples: Sequence[Example], taxonomy: Taxonomy,
+                     grid: Mapping[str, tuple[Any, ...]]) -> dict[tuple[Any, ...], list[Prediction]]:
+    """Every grid variant's predictions; the totals are computed once per non-layer knob setting."""
+    cache: dict[tuple[Any, ...], list[Classification]] = {}
+    variants: dict[tuple[Any, ...], list[Prediction]] = {}
+    for values in itertools.product(*grid.values()):
+        overrides: dict[str, Any] = dict(zip(grid, values, strict=True))
+        variant = with_knobs(taxonomy, overrides)
+        key = tuple(v for k, v in overrides.items()
+                    if k not in _LAYER_ONLY and not k.startswith("layers."))
+        if key not in cache:
+            cache[key] = [classify(e.item(), variant) for e in examples]
+        decided = (decide(v.totals, variant, relevance_distance(v.totals, variant) >= 0)
+                   for v in cache[key])
+        variants[values] = [(relevant, frozenset(layers)) for relevant, _, layers in decided]
+    return variants
 
 
 def _objective(quality: Quality) -> float:
@@ -138,52 +201,65 @@ def _figures(quality: Quality) -> str:
             f"R {quality.micro.recall:.3f})")
 
 
-def _cross_validate(taxonomy: Taxonomy) -> None:
-    """Nested 5-fold cross-validation of the grid's knobs over dev and unseen-tune.
+def _gain(gains: Sequence[float]) -> str:
+    """Paired per-fold gains over the taxonomy's: mean, standard error, folds that gain."""
+    mean = statistics.fmean(gains)
+    error = statistics.stdev(gains) / math.sqrt(len(gains)) if len(gains) > 1 else 0.0
+    return (f"gain {mean:+.3f} (se {error:.3f}, {sum(g > 0 for g in gains)}/{len(gains)} folds "
+            f"up{', clear' if mean > 2 * error and mean > 0 else ''})")
+
+
+def _cross_validate(taxonomy: Taxonomy, on: str = CV_SETS[0]) -> None:
+    """Nested 5-fold cross-validation of the grid's knobs over ``on`` (:data:`CV_SETS`).
 
     The folds are a stable hash of each example's id (:func:`cv_fold`). Per
-    variant: the pooled figures and the spread of layer F1 over the folds (the
-    rules fit nothing per fold, so the pooled figure is each variant's CV
-    figure). Then the choice itself: per fold, the variant with the best
-    objective on the other four folds, measured on the held-out fold; the
-    out-of-fold figures pooled are the CV figure of choosing by CV.
+    variant: the pooled figures, and the objective's gain over the taxonomy's
+    per fold (paired: the same entries), with its standard error; a gain
+    counts as clear above twice that. Then the choice itself: per fold, the
+    variant with the best objective on the other four folds, measured on the
+    held-out fold; the out-of-fold figures pooled are the CV figure of
+    choosing by CV, set against the taxonomy's own on the same folds.
     """
-    examples = [e for e in load() if e.split == "dev"]
-    examples += [e for e in load_unseen() if e.split == "unseen-tune"]
+    examples = cv_examples(on)
     folds = [cv_fold(e) for e in examples]
-    print(f"######## {CV_FOLDS}-fold cross-validation over dev + unseen-tune "
+    print(f"######## {CV_FOLDS}-fold cross-validation over {on} "
           f"({len(examples)} entries; folds by SHA-256 of the id)")
-    variants: dict[tuple[Any, ...], list[Prediction]] = {}
-    for values in itertools.product(*CV_GRID.values()):
-        overrides: dict[str, Any] = dict(zip(CV_GRID, values, strict=True))
-        variants[values] = predict(examples, replace(taxonomy, **overrides))
+    variants = predict_variants(examples, taxonomy, CV_GRID)
 
     def quality(values: tuple[Any, ...], among: Container[int]) -> Quality:
         chosen = [i for i, fold in enumerate(folds) if fold in among]
         return count([examples[i] for i in chosen], [variants[values][i] for i in chosen])
 
     every = range(CV_FOLDS)
-
-    shipped = tuple(getattr(taxonomy, knob) for knob in CV_GRID)
-    print("variant (" + ", ".join(CV_GRID) + "): pooled figures; layer F1 per fold min-max")
-    for values in variants:
-        per_fold = [quality(values, {k}).micro.f1 for k in every]
+    shipped = tuple(knob_value(taxonomy, knob) for knob in CV_GRID)
+    base = [_objective(quality(shipped, {k})) for k in every] if shipped in variants else None
+    ranked = sorted(variants, key=lambda v: -_objective(quality(v, every)))
+    shown = ranked if len(ranked) <= _SHOWN else [*ranked[:_SHOWN], shipped]
+    print(f"variant ({', '.join(CV_GRID)}): pooled figures; objective gain over the taxonomy's "
+          f"per fold ({len(variants)} variants, the best {min(_SHOWN, len(ranked))} shown)")
+    for values in dict.fromkeys(v for v in shown if v in variants):
+        gains = ([_objective(quality(values, {k})) - b for k, b in zip(every, base, strict=True)]
+                 if base else [])
         mark = "  <- the taxonomy's" if values == shipped else ""
-        print(f"  {values}: {_figures(quality(values, every))}; "
-              f"{min(per_fold):.3f}-{max(per_fold):.3f}{mark}")
+        print(f"  {values}: {_figures(quality(values, every))}"
+              f"{'; ' + _gain(gains) if gains else ''}{mark}")
     out_examples: list[Example] = []
     out_predictions: list[Prediction] = []
-    picks = []
+    picks, nested = [], []
     for k in every:
         others = set(every) - {k}
         best = max(variants, key=lambda v: (round(_objective(quality(v, others)), 6),
                                             v == shipped))
         picks.append(best)
+        nested.append(_objective(quality(best, {k})))
         held = [i for i, fold in enumerate(folds) if fold == k]
         out_examples += [examples[i] for i in held]
         out_predictions += [variants[best][i] for i in held]
     print("chosen per fold: " + ", ".join(str(p) for p in picks))
-    print(f"== CV (choosing by CV): {_figures(count(out_examples, out_predictions))}")
+    print(f"== CV (choosing by CV): {_figures(count(out_examples, out_predictions))}"
+          + (f"; {_gain([n - b for n, b in zip(nested, base, strict=True)])}" if base else ""))
+    if shipped in variants:
+        print(f"== CV (the taxonomy's): {_figures(quality(shipped, every))}")
 
 
 def _expert_order() -> None:
@@ -209,11 +285,14 @@ def main() -> int:
     parser.add_argument("--no-final", action="store_true",
                         help="leave out unseen-final's figures (while tuning)")
     parser.add_argument("--cv", action="store_true",
-                        help="also cross-validate the knobs of CV_GRID over dev + unseen-tune")
+                        help="also cross-validate the knobs of CV_GRID (over --cv-on)")
+    parser.add_argument("--cv-on", choices=CV_SETS, default=CV_SETS[0],
+                        help="the labels to cross-validate on: the outside reader's "
+                             "(unseen-tune, the default) or pooled with dev")
     args = parser.parse_args()
     taxonomy = load_taxonomy(args.taxonomy)
     if args.cv:
-        _cross_validate(taxonomy)
+        _cross_validate(taxonomy, args.cv_on)
     _tuned(taxonomy, args.errors)
     _never_tuned(taxonomy, args.errors, final=not args.no_final)
     _expert_order()

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from labelled import evaluate, load, split
+from labelled import evaluate, load, predict, split
 from sqlalchemy import select
 
 from digest.analyze.classify import (
@@ -378,6 +378,35 @@ def test_a_second_layer_needs_a_specific_phrase_outside_a_roundup(taxonomy: Taxo
     assert "frontend" in weekly.layers, "a roundup's items are a sentence each: no such rule"
 
 
+def _layer_totals(taxonomy: Taxonomy, shares: dict[str, float], roundup: bool = False,
+                  specific: float = 3.0) -> dict[str, float]:
+    """Totals giving each layer of ``shares`` that share of its threshold (named in the subject)."""
+    totals = {"roundup": taxonomy.roundup_threshold if roundup else 0.0}
+    for lid in LAYER_IDS:
+        totals[lid] = shares.get(lid, 0.0) * taxonomy.layers[lid].needs(roundup)
+        totals[f"{lid}.specific"] = specific if lid in shares else 0.0
+    return totals
+
+
+def test_a_second_layer_may_need_a_share_of_the_strongest_and_the_layers_a_cap(
+        taxonomy: Taxonomy) -> None:
+    """``secondary_share`` and ``max_layers`` (off as shipped) keep the strongest layers only."""
+    shares = {"frontend": 2.0, "optimization": 1.0, "kernel_codegen": 1.5}
+    totals = _layer_totals(taxonomy, shares)
+    assert taxonomy.secondary_share == 0 and taxonomy.max_layers == 0
+    assert layers_of(totals, taxonomy) == ("frontend", "optimization", "kernel_codegen")
+    assert layers_of(totals, replace(taxonomy, secondary_share=0.6)) == (
+        "frontend", "kernel_codegen"), "optimization has half the strongest's share"
+    assert layers_of(totals, replace(taxonomy, max_layers=2)) == ("frontend", "kernel_codegen")
+    assert layers_of(totals, replace(taxonomy, max_layers=1)) == ("frontend",)
+    roundup = _layer_totals(taxonomy, shares, roundup=True)
+    assert layers_of(roundup, replace(taxonomy, secondary_share=0.6, max_layers=1)) == (
+        "frontend", "optimization", "kernel_codegen"), "a roundup's items each have a layer"
+    weak = _layer_totals(taxonomy, shares, specific=0.0)
+    assert layers_of(weak, replace(taxonomy, max_layers=2)) == ("frontend",), (
+        "the specific-phrase rule still applies first")
+
+
 def test_a_roundup_mentioning_a_call_for_papers_is_still_news(taxonomy: Taxonomy) -> None:
     weekly = item("LLVM Weekly - #612", "The EuroLLVM call for papers is open. Patches landed for "
                   "the AMDGPU backend's instruction scheduling.", kind="rss", key="llvm-weekly")
@@ -458,6 +487,7 @@ def _broken(tmp_path: Path, old: str, new: str) -> Path:
     ('evidence_layers = ["frontend",', 'evidence_layers = ["frontends",', "evidence_layers must list"),
     ("context_layers = [", "context_layers = [3, ", "context_layers must list"),
     ("secondary_weight = 1.0", 'secondary_weight = "1"', "secondary_weight must be a number"),
+    ("max_layers = 0", 'max_layers = "two"', "max_layers must be a number"),
     ("[community.phrases]", "[community.words]", "unknown key(s) in [community]"),
 ])
 def test_bad_taxonomy_names_the_problem(tmp_path: Path, old: str, new: str, message: str) -> None:
@@ -543,7 +573,22 @@ def test_the_shipped_knobs_are_in_the_cross_validation_grid(taxonomy: Taxonomy) 
     """The values the taxonomy ships are among those CV chose from (and printed)."""
     bench = _quality_bench()
     for knob, values in bench.CV_GRID.items():
-        assert getattr(taxonomy, knob) in values, knob
+        assert bench.knob_value(taxonomy, knob) in values, knob
+
+
+def test_grid_variants_share_totals_yet_predict_as_the_classifier_does(taxonomy: Taxonomy) -> None:
+    """bench/quality.py computes the totals once per non-layer knob: the same verdicts as predict."""
+    bench = _quality_bench()
+    examples = bench.cv_examples("dev+unseen-tune")[::4]
+    grid = {"subject_chars": (400, 1500), "secondary_share": (0.0, 0.5), "max_layers": (0, 2),
+            "layers.benchmark.threshold": (2.5, 3.5)}
+    variants = bench.predict_variants(examples, taxonomy, grid)
+    assert len(variants) == 16
+    for values, predictions in variants.items():
+        variant = bench.with_knobs(taxonomy, dict(zip(grid, values, strict=True)))
+        assert predictions == predict(examples, variant), values
+    assert bench.knob_value(bench.with_knobs(taxonomy, {"layers.benchmark.threshold": 2.5}),
+                            "layers.benchmark.threshold") == 2.5
 
 
 def test_the_cross_validation_prints_each_variant_and_the_choice(
@@ -554,9 +599,16 @@ def test_the_cross_validation_prints_each_variant_and_the_choice(
     monkeypatch.setattr(bench, "CV_GRID", {"secondary_weight": (0.0, taxonomy.secondary_weight)})
     bench._cross_validate(taxonomy)
     printed = capsys.readouterr().out
+    assert "over unseen-tune (" in printed, "by default on the outside reader's labels alone"
     assert "(0.0,): relevance P" in printed and "<- the taxonomy's" in printed
+    assert "; gain " in printed and "folds up" in printed
     assert "== CV (choosing by CV): relevance P" in printed
+    assert "== CV (the taxonomy's): relevance P" in printed
     assert "unseen-final" not in printed and "heldout" not in printed
+    bench._cross_validate(taxonomy, "dev+unseen-tune")
+    pooled = capsys.readouterr().out
+    assert "over dev+unseen-tune (" in pooled and "unseen-final" not in pooled
+    assert len(bench.cv_examples("dev+unseen-tune")) > len(bench.cv_examples("unseen-tune"))
 
 
 def test_the_bench_can_leave_the_final_half_out(taxonomy: Taxonomy,

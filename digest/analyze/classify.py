@@ -246,15 +246,32 @@ def layers_of(totals: Mapping[str, float], taxonomy: Taxonomy) -> tuple[str, ...
     roundup = is_roundup(totals, taxonomy)
     share = {lid: totals.get(lid, 0.0) / taxonomy.layers[lid].needs(roundup) for lid in LAYER_IDS}
     found = tuple(lid for lid in LAYER_IDS if share[lid] >= 1.0)
-    if found and not roundup and taxonomy.secondary_weight > 0:
-        top = max(found, key=lambda lid: share[lid])
-        found = tuple(lid for lid in found if lid == top or lid in taxonomy.context_layers
-                      or totals.get(f"{lid}.specific", 0.0) >= taxonomy.secondary_weight)
+    if found and not roundup:
+        found = _secondary(found, share, totals, taxonomy)
     nearest = max(taxonomy.evidence_layers or LAYER_IDS,
                   key=lambda lid: (share[lid], -LAYER_IDS.index(lid)))
     if found or taxonomy.fallback_share <= 0 or share[nearest] < taxonomy.fallback_share:
         return found
     return (nearest,)
+
+
+def _secondary(found: tuple[str, ...], share: Mapping[str, float], totals: Mapping[str, float],
+               taxonomy: Taxonomy) -> tuple[str, ...]:
+    """The layers kept outside a roundup: the strongest, and others the subject names.
+
+    A layer other than the strongest needs a specific phrase in the subject
+    (``secondary_weight``; context layers exempt) and ``secondary_share`` of the
+    strongest's share; at most ``max_layers`` are kept, the strongest first.
+    """
+    top = max(found, key=lambda lid: share[lid])
+    weight, least = taxonomy.secondary_weight, taxonomy.secondary_share * share[top]
+    kept = [lid for lid in found if lid == top or (
+        (weight <= 0 or lid in taxonomy.context_layers
+         or totals.get(f"{lid}.specific", 0.0) >= weight) and share[lid] >= least)]
+    if taxonomy.max_layers > 0:
+        strongest = sorted(kept, key=lambda lid: (-share[lid], LAYER_IDS.index(lid)))
+        kept = [lid for lid in kept if lid in strongest[: taxonomy.max_layers]]
+    return tuple(kept)
 
 
 def decide(totals: Mapping[str, float], taxonomy: Taxonomy,

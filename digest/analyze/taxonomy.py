@@ -39,7 +39,7 @@ _TOP_KEYS = {"version", "relevance", "negative", "source_prior", "novelty", "lay
 _RELEVANCE_KEYS = {"threshold", "margin", "saturation", "layer_share", "triage_band", "core",
                    "layer_evidence", "layer_evidence_cap", "evidence_layers", "body_share",
                    "lead_chars", "title_share", "fallback_share", "secondary_weight",
-                   "subject_chars", "context_layers"}
+                   "subject_chars", "context_layers", "secondary_share", "max_layers"}
 _COMMUNITY_KEYS = {"threshold", "phrases", "programmes"}
 _LAYER_KEYS = {"threshold", "phrases", "figure_weight", "max_figures", "roundup_threshold"}
 
@@ -206,6 +206,11 @@ class Taxonomy:
     # Layers of the evaluation's context (what the work runs on, how it was
     # measured): stated wherever the evaluation is, so exempt from that rule.
     context_layers: tuple[str, ...] = ()
+    # Outside a roundup, a layer other than the strongest also needs at least this
+    # share of the strongest's evidence (each by its share of its threshold; 0: off),
+    # and no more than ``max_layers`` layers are kept, the strongest (0: no limit).
+    secondary_share: float = 0.0
+    max_layers: int = 0
 
 
 def _weights(table: object, where: str) -> dict[str, float]:
@@ -321,6 +326,8 @@ def build_taxonomy(data: Mapping[str, Any]) -> Taxonomy:
         secondary_weight=_number(rel, "secondary_weight", "relevance", 0.0),
         subject_chars=int(_number(rel, "subject_chars", "relevance", 0.0)),
         context_layers=_layer_list(rel, "context_layers"),
+        secondary_share=_number(rel, "secondary_share", "relevance", 0.0),
+        max_layers=int(_number(rel, "max_layers", "relevance", 0.0)),
     )
 
 
