@@ -575,6 +575,10 @@ async def test_cli_bug_failure_exits_1_with_a_note_and_retry_failed_sends_it_onc
     assert verbose_dry.returncode == 1 and verbose_dry.stderr.count("Traceback") == 1
     assert "1 failed delivery (bug or configuration) would be put back to send again" in verbose_dry.stdout
     assert "1 delivery would fail because of a bug or configuration" in verbose_dry.stdout
+    worker_failed = _cli(tmp_path, "worker", "--once", "--retry-failed")
+    assert worker_failed.returncode == 1, "one sweep that failed a delivery by our bug says so in its code"
+    assert "1 delivery failed because of a bug or configuration; fix it and run worker --retry-failed" \
+        in worker_failed.stdout
     async with open_database(f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}") as sessions, \
             sessions.begin() as session:  # the cause is fixed
         (await session.get_one(Subscriber, bad)).address = "bad@example.com"

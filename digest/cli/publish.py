@@ -57,7 +57,8 @@ def add_commands(sub: Any) -> None:
     publish.set_defaults(handler=publish_cmd)
 
     worker = sub.add_parser("worker", help="send the planned deliveries of every published digest")
-    worker.add_argument("--once", action="store_true", help="one sweep, then exit")
+    worker.add_argument("--once", action="store_true",
+                        help="one sweep, then exit (1 if a delivery failed by a bug or configuration)")
     worker.add_argument("--poll", type=seconds_arg, default=30.0, metavar="SECONDS",
                         help="seconds between sweeps (default 30)")
     worker.add_argument("--retry-failed", action="store_true", help=f"{_RETRY_HELP} (every published digest)")
@@ -226,4 +227,5 @@ async def worker_cmd(settings: Settings, args: argparse.Namespace) -> int:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
     print_report(report, args.json, bootstrap.clock(settings)())
-    return 0
+    # one sweep (a cron job, a CI step) fails like publish; a worker stopped by a signal did as asked
+    return 1 if args.once and report.total().failed_bug else 0
