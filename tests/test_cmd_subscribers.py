@@ -148,7 +148,7 @@ def test_import_prints_the_report_and_exit_codes(digest: Run, tmp_path: Path) ->
                     "telegram,12345,frontend,50,en\n"
                     "email,broken,,,\n", encoding="utf-8")
     code, out, _ = digest("import", str(good))
-    assert code == 0
+    assert code == 1, "a row with errors fails the command; the good rows are imported all the same"
     lines = out.splitlines()
     assert lines[:2] == [
         f"imported {good}: 2 added, 0 updated, 0 unchanged, 1 skipped, 1 with errors",
@@ -161,7 +161,10 @@ def test_import_prints_the_report_and_exit_codes(digest: Run, tmp_path: Path) ->
     assert statuses == {"left@example.com": "unsubscribed", "new@example.com": "pending",
                         "12345": "active"}
     code, out, _ = digest("import", "--confirmed", str(good))
-    assert code == 0 and "0 added, 1 updated, 1 unchanged, 1 skipped" in out
+    assert code == 1 and "0 added, 1 updated, 1 unchanged, 1 skipped, 1 with errors" in out
+    good.write_text("channel,address\nemail,left@example.com\nemail,new@example.com\n", encoding="utf-8")
+    code, out, _ = digest("import", "--confirmed", str(good))
+    assert code == 0 and "0 added, 0 updated, 1 unchanged, 1 skipped, 0 with errors" in out, out
     assert {r["address"]: r["status"] for r in _listed(digest)}["new@example.com"] == "active"
 
 

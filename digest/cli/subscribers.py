@@ -360,12 +360,14 @@ async def import_cmd(settings: Settings, args: argparse.Namespace) -> int:
             except SubscriptionError as exc:
                 raise DigestError(f"{args.file}: {exc}") from None
         _print_report(args.file, report)
+        mail_failed = 0
         if report.to_confirm:
             async with sessions() as session:
                 views = [await subs.get(session, sid) for sid in report.to_confirm]
-            print(f"{len(views)} new email subscriber(s) are pending until they confirm; "
-                  f"{(await mail_confirmations(settings, views)).summary()}")
-    return 0
+            mailed = await mail_confirmations(settings, views)
+            mail_failed = mailed.failed
+            print(f"{len(views)} new email subscriber(s) are pending until they confirm; {mailed.summary()}")
+    return 1 if report.errors or mail_failed else 0  # the good rows are in: a script still sees the rest
 
 
 async def confirm_resend_cmd(settings: Settings, args: argparse.Namespace) -> int:
