@@ -162,6 +162,21 @@ async def test_an_events_list_is_kept_per_query_until_a_digest_in_its_window_cha
     assert kept.status_code == 304 and cache.renders == 3  # a window without that digest: still current
 
 
+async def test_cycling_through_query_values_never_evicts_the_archives_pages(
+    sessions: SessionFactory, archive: Archive
+) -> None:
+    cache = PageCache(size=4, query_size=3)
+    async with client(sessions, cache=cache) as c:
+        page = await c.get(f"/d/{DAY}")
+        for score in range(10):  # more answers than both LRUs hold
+            assert (await c.get(f"/api/events?min_score={score}")).status_code == 200
+        assert cache.renders == 11
+        again = await c.get(f"/d/{DAY}")
+        assert again.content == page.content and cache.renders == 11, "the page is still cached"
+        assert (await c.get("/api/events?min_score=9")).status_code == 200 and cache.renders == 11
+        assert (await c.get("/api/events?min_score=0")).status_code == 200 and cache.renders == 12
+
+
 async def test_pages_are_gzipped_when_the_client_accepts_it(
     sessions: SessionFactory, archive: Archive
 ) -> None:

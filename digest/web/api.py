@@ -189,7 +189,8 @@ class JsonApi:
             }).body)
             return Cached.of(body, JSON, stamp.changed(self.clock()))
 
-        cached = await self.cache.get(("events", locale, layer, days, min_score, stamp), make)
+        key = ("events", locale, layer, days, min_score, stamp)
+        cached = await self.cache.get(key, make, query=True)
         return respond(request, cached, {"cache-control": "no-cache"})
 
     async def event(self, request: Request) -> Response:

@@ -117,40 +117,49 @@ Make = Callable[[], Awaitable[Cached]]
 
 
 class PageCache:
-    """An LRU of rendered pages; ``renders`` counts the bodies it made, ``compressions`` their gzips."""
+    """An LRU of rendered pages; ``renders`` counts the bodies it made, ``compressions`` their gzips.
 
-    def __init__(self, size: int = 512) -> None:
+    Answers to open-ended queries (``/api/events`` with any ``days`` and ``min_score``) are kept
+    in an LRU of their own (``query_size``), so a client cycling through values evicts only
+    other answers of that kind, never the archive's pages.
+    """
+
+    def __init__(self, size: int = 512, query_size: int = 128) -> None:
         self.size = size
+        self.query_size = query_size
         self.renders = 0
         self.compressions = 0
         self._items: OrderedDict[Hashable, Cached] = OrderedDict()
+        self._queries: OrderedDict[Hashable, Cached] = OrderedDict()
         self._making: dict[Hashable, asyncio.Future[Cached]] = {}
 
-    async def get(self, key: Hashable, make: Make) -> Cached:
-        """The page cached under ``key``, made (and kept) when missing.
+    async def get(self, key: Hashable, make: Make, *, query: bool = False) -> Cached:
+        """The page cached under ``key`` (in the queries' LRU with ``query``), made when missing.
 
         Requests that miss the same key together wait for one render (a burst on a new
         page renders it once); a waiter that goes away does not cancel it for the others.
         """
-        found = self._items.get(key)
+        items = self._queries if query else self._items
+        found = items.get(key)
         if found is not None:
-            self._items.move_to_end(key)
+            items.move_to_end(key)
             return found
         making = self._making.get(key)
         if making is None:
-            making = self._making[key] = asyncio.ensure_future(self._make(key, make))
+            making = self._making[key] = asyncio.ensure_future(self._make(key, make, query))
         return await asyncio.shield(making)
 
-    async def _make(self, key: Hashable, make: Make) -> Cached:
+    async def _make(self, key: Hashable, make: Make, query: bool) -> Cached:
         try:
             made = (await make()).compressed()
         finally:
             del self._making[key]
         self.renders += 1
         self.compressions += made.zipped is not None
-        self._items[key] = made
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)
+        items, size = (self._queries, self.query_size) if query else (self._items, self.size)
+        items[key] = made
+        while len(items) > size:
+            items.popitem(last=False)
         return made
 
 
