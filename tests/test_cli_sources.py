@@ -1,8 +1,10 @@
 """``digest sources add|remove|enable|disable|import-opml|export-opml``: the file in use, edited safely.
 
-The commands run as a user runs them (``python -m digest`` in a temporary folder, so
-the default ``DIGEST_SOURCES_EXTRA`` is that folder's ``var/sources.toml``); the OPML
-reader and the TOML writer are also tested on hostile and arbitrary input directly.
+The commands run as a user runs them, in a temporary folder (so the default
+``DIGEST_SOURCES_EXTRA`` is that folder's ``var/sources.toml``), through the CLI's ``main`` in
+this process (:func:`tests.test_operator.run_cli`: the command's environment, folder, output and
+exit code, without a new interpreter per step); the OPML reader and the TOML writer are also
+tested on hostile and arbitrary input directly.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tomllib
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -22,6 +23,7 @@ from hypothesis import strategies as st
 from digest.cli.sources import key_from, parse_opml
 from digest.domain.errors import ConfigError
 from digest.ingest.sources import SourceFile, load_sources, read_source_file, toml_value
+from tests.test_operator import run_cli
 
 BUILTIN = load_sources()
 BUILTIN_KEY = BUILTIN[0].key
@@ -30,8 +32,7 @@ BUILTIN_KEY = BUILTIN[0].key
 def digest(tmp: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("DIGEST_")}
     clean |= {"DIGEST_DATABASE_URL": f"sqlite+aiosqlite:///{tmp / 'src.db'}", **env}
-    return subprocess.run([sys.executable, "-m", "digest", *args], capture_output=True, text=True,
-                          env=clean, cwd=tmp, timeout=120)
+    return run_cli(tmp, args, clean)
 
 
 def listed(tmp: Path, **env: str) -> dict[str, dict[str, object]]:

@@ -2,11 +2,13 @@
 enforces Discord's limits, 50 requests per second overall and 5 messages per 5 s to one channel
 (answering 429 with ``retry_after`` and a ``Via`` header past them, and counting those 429s).
 
-Six days are planned (``digest publish --plan-only``) for the same channels, so each channel is due
-six messages (the day's first message; the thread it starts takes the rest) while the workers send
-side by side, each day's rows claimed by whichever worker comes first. Per-process limiters would
-send each channel up to six at once and four times the overall pace; only the shared token buckets
-in ``rate_bucket`` (``discord``, ``discord:channel:<id>``) keep both limits across the processes.
+Six days are planned for the same channels (in process, as ``digest publish --plan-only`` plans:
+that command is tested in test_workers.py; six more interpreters starting here only cost time),
+so each channel is due six messages (the day's first message; the thread it starts takes the
+rest) while the workers send side by side, each day's rows claimed by whichever worker comes
+first. Per-process limiters would send each channel up to six at once and four times the overall
+pace; only the shared token buckets in ``rate_bucket`` (``discord``, ``discord:channel:<id>``)
+keep both limits across the processes.
 The workers are the real CLI in subprocesses; the fake runs in the test's event loop, so they are
 awaited as asyncio subprocesses. Real time (the fake times what it receives), but nothing asserts
 a duration.
@@ -29,7 +31,8 @@ from sqlalchemy import select
 from digest.store.db import open_database
 from digest.store.models import RateBucket
 from tests.fake_discord import TEXT, TOKEN, FakeDiscord
-from tests.publish_runner import DAY, add_subscriber, build_day
+from tests.publish_runner import DAY
+from tests.test_chat_worker_kill import plan_days
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKERS = 4
@@ -70,16 +73,9 @@ async def _bucket_keys(url: str) -> set[str]:
 async def test_four_discord_workers_together_keep_discords_limits(postgres_url: str, tmp_path: Path) -> None:
     async with FakeDiscord(enforce=True) as fake:
         channels = [fake.add_channel(TEXT, name=f"c{n}") for n in range(CHANNELS)]
-        async with open_database(postgres_url) as sessions:
-            for day in DAYS:
-                await build_day(sessions, day)
-            for cid in channels:
-                await add_subscriber(sessions, str(cid), channel="discord")
+        planned = await plan_days(postgres_url, DAYS, map(str, channels), "discord")
+        assert planned == [CHANNELS] * len(DAYS)
         env = _env(postgres_url, tmp_path, fake)
-        plans = await asyncio.gather(*(_report(env, "publish", "--date", day.isoformat(), "--plan-only")
-                                       for day in DAYS))
-        assert [(p["planned"], p["sent"]) for p in plans] == [(CHANNELS, 0)] * len(DAYS)
-        assert fake.messages == []
         reports = await asyncio.gather(*(_report(env, "worker", "--once") for _ in range(WORKERS)))
         too_many = fake.too_many
         messages = list(fake.messages)

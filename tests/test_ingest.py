@@ -12,8 +12,6 @@ import itertools
 import json
 import os
 import socket
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -42,6 +40,7 @@ from digest.ingest.pipeline import (
 from digest.ingest.sources import SourceSpec
 from digest.store.db import SessionFactory
 from digest.store.models import Entry, FetchLog, Source
+from tests.test_operator import run_cli
 
 NOW = dt.datetime.now(dt.UTC).replace(microsecond=0)
 HOUR_AGO = NOW - dt.timedelta(hours=1)
@@ -710,8 +709,7 @@ def test_digest_fetch_force_and_exit_status_with_not_due_sources(
             "DIGEST_NOW": NOW.isoformat()}
 
     def digest_fetch(*args: str) -> tuple[int, list[str]]:
-        done = subprocess.run([sys.executable, "-m", "digest", "fetch", "--json", *args],
-                              capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+        done = run_cli(tmp_path, ["fetch", "--json", *args], env)  # the CLI's main, in this process
         return done.returncode, [row["status"] for row in json.loads(done.stdout or "[]")]
 
     assert digest_fetch() == (0, ["ok"])

@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from digest.domain.clock import system_now
 from digest.domain.window import window_for
+from digest.ingest.samples import write_samples
 from digest.store.db import make_engine, migrate, open_database
 from digest.store.locks import (
     FETCH_LOCK,
@@ -468,10 +469,8 @@ async def test_three_builds_started_together_build_once(tmp_path: Path) -> None:
 
 async def test_three_runs_on_a_fresh_database_fetch_build_and_publish_once(tmp_path: Path) -> None:
     """The finding: three ``digest run`` at once on a fresh database all succeed, one digest."""
-    samples = subprocess.run([sys.executable, "-m", "digest", "samples", "--out", str(tmp_path / "samples")],
-                             cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=120)
-    assert samples.returncode == 0, samples.stderr
-    env = {**_env(tmp_path), "DIGEST_SOURCES": samples.stdout.strip()}
+    now = dt.datetime.fromisoformat(_env(tmp_path)["DIGEST_NOW"])  # what `digest samples` would date them by
+    env = {**_env(tmp_path), "DIGEST_SOURCES": str(write_samples(tmp_path / "samples", now))}
     procs = [await asyncio.create_subprocess_exec(
         sys.executable, "-m", "digest", "run", cwd=tmp_path, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE) for _ in range(3)]

@@ -1,15 +1,26 @@
-"""What an operator runs into, end to end (subprocess, real files): dates that cannot be built,
-partial and deleted digests, late subscribers, ``digest status``, and a database made by mistake."""
+"""What an operator runs into, end to end (the real CLI on real files): dates that cannot be built,
+partial and deleted digests, late subscribers, ``digest status``, and a database made by mistake.
+
+Most commands run through :func:`run_cli`: the CLI's own ``main`` in this process, with the
+command's environment, folder, stdout, stderr and exit code, but without a new interpreter's
+start-up for each step (its imports cost a second or more per command on a loaded machine). What
+only a new process shows (the entry point, a message said once per process) runs ``python -m
+digest`` in a subprocess (``fresh=True``).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import gc
+import io
 import json
+import logging
 import os
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,15 +39,53 @@ OPEN = CLOSED + dt.timedelta(days=1)
 T = TypeVar("T")
 
 
+def run_cli(cwd: Path, args: Sequence[str], env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    """``python -m digest ARGS`` run by ``digest.cli.main.main`` in this process, as a subprocess would be.
+
+    The environment is exactly ``env`` and the folder ``cwd`` for the call; stdout and stderr are
+    the call's own (not terminals, as with a pipe); the exit code is main's return or its
+    ``SystemExit`` (argparse's usage errors). The root logger is emptied first, so main's
+    ``basicConfig`` sets it up on this call's stderr as in a fresh process (a stray log line shows
+    in ``stderr``); it, the gc thresholds main sets, the folder and the environment are put back after.
+    """
+    from digest.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    root = logging.getLogger()
+    handlers, level, thresholds = root.handlers[:], root.level, gc.get_threshold()
+    environ, here = dict(os.environ), os.getcwd()
+    try:
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(cwd)
+        root.handlers[:] = []
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 1
+    finally:
+        for handler in root.handlers:
+            handler.close()
+        root.handlers[:], root.level = handlers, level
+        gc.set_threshold(*thresholds)
+        os.chdir(here)
+        os.environ.clear()
+        os.environ.update(environ)
+    return subprocess.CompletedProcess(["digest", *args], code, out.getvalue(), err.getvalue())
+
+
 def digest(tmp: Path, *args: str, now: dt.datetime = NOW, db: bool = True,
-           sources: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m digest`` in ``tmp`` (with a private database unless ``db`` is False)."""
+           sources: Path | None = None, fresh: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run the CLI in ``tmp`` (with a private database unless ``db`` is False); ``fresh``: a new process."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DIGEST_")}
     if db:
         env["DIGEST_DATABASE_URL"] = f"sqlite+aiosqlite:///{tmp / 'cli.db'}"
     env["DIGEST_NOW"] = now.isoformat()
     if sources is not None:
         env["DIGEST_SOURCES"] = str(sources)
+    if not fresh:
+        return run_cli(tmp, args, env)
     return subprocess.run([sys.executable, "-m", "digest", *args], capture_output=True, text=True,
                           env=env, cwd=tmp, timeout=120)
 
@@ -185,19 +234,19 @@ def test_status_hides_the_database_password() -> None:
 
 
 def test_a_new_default_database_is_named_once_on_stderr(tmp_path: Path) -> None:
-    first = digest(tmp_path, "subscribers", "list", db=False)
+    first = digest(tmp_path, "subscribers", "list", db=False, fresh=True)
     assert first.returncode == 0
     assert first.stderr.count("digest: created a new database at ./var/digest.db") == 1
     assert (tmp_path / "var" / "digest.db").exists()
-    second = digest(tmp_path, "subscribers", "list", db=False)
+    second = digest(tmp_path, "subscribers", "list", db=False, fresh=True)
     assert second.returncode == 0 and "created a new database" not in second.stderr
-    chosen = digest(tmp_path / "var", "subscribers", "list")  # DIGEST_DATABASE_URL names the file
+    chosen = digest(tmp_path / "var", "subscribers", "list", fresh=True)  # DIGEST_DATABASE_URL names the file
     assert chosen.returncode == 0 and "created a new database" not in chosen.stderr
 
 
 def test_a_run_lock_and_the_database_say_it_once(tmp_path: Path) -> None:
     """``publish`` opens the database twice (its run lock, then the runner): one line all the same."""
-    out = digest(tmp_path, "publish", "--date", CLOSED.isoformat(), db=False)
+    out = digest(tmp_path, "publish", "--date", CLOSED.isoformat(), db=False, fresh=True)
     assert out.returncode == 1 and f"no digest for {CLOSED}" in out.stderr
     assert out.stderr.count("created a new database") == 1
 

@@ -35,6 +35,7 @@ from digest.ingest.samples import write_samples
 from digest.service import Schedule, Service
 from digest.store.db import open_database
 from digest.subscribe.subscriptions import subscribe
+from tests.fake_llm import FakeLLM, Reply
 from tests.smtpserver import Faults, SMTPTestServer, smtp_server
 from tests.test_serve import SERVING, WAIT, Output
 
@@ -55,15 +56,22 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
 
 
-def _env(tmp: Path, smtp: SMTPTestServer, now: dt.datetime, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DIGEST_")}
-    return env | {
+def _env(tmp: Path, smtp: SMTPTestServer, now: dt.datetime, *, llm: bool = True,
+         **extra: str) -> dict[str, str]:
+    """The service's environment. ``llm``: an LLM key (its secret in play: :func:`_no_secret_in`),
+    aimed at a closed port unless ``DIGEST_LLM_BASE_URL`` is given, where every call fails after
+    its retries (0.5 + 1 s for each wave of calls, several waves a run); without it the job
+    writes extractively, which is all a test of the schedule or of stopping needs."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DIGEST_")} | {
         "DIGEST_DATABASE_URL": f"sqlite+aiosqlite:///{tmp / 'service.db'}",
         "DIGEST_VAR_DIR": str(tmp / "var"),
         "DIGEST_SOURCES": str(write_samples(tmp / "samples", NOW)), "DIGEST_NOW": now.isoformat(),
         "DIGEST_SMTP_HOST": smtp.host, "DIGEST_SMTP_PORT": str(smtp.port), "DIGEST_SMTP_TLS": "none",
         "DIGEST_SMTP_USER": "digest", "DIGEST_LLM_BASE_URL": "http://127.0.0.1:9/v1",
         "DIGEST_ADMIN_EMAIL": ADMIN, "DIGEST_LOG_JSON": "1", "PYTHONUNBUFFERED": "1", **SECRETS, **extra}
+    if not llm:
+        del env["DIGEST_LLM_API_KEY"]
+    return env
 
 
 async def _add_reader(tmp: Path) -> None:
@@ -137,10 +145,19 @@ def _metric(text: str, name: str, **labels: str) -> float:
     return 0.0
 
 
+def _refusing_llm() -> FakeLLM:
+    """An LLM endpoint that refuses the key at once (no retries), its answer quoting the key, as
+    real ones quote part of it: a secret the service might pass on in its logs or reports."""
+    key = SECRETS["DIGEST_LLM_API_KEY"]
+    return FakeLLM(Reply(status=401, body=json.dumps({"error": {
+        "message": f"Incorrect API key provided: {key}", "type": "invalid_request_error",
+        "code": "invalid_api_key"}}).encode()))
+
+
 async def test_two_services_catch_up_once_report_it_and_stop_on_sigterm(tmp_path: Path) -> None:
     await _add_reader(tmp_path)
-    with smtp_server(Faults(password=SECRETS["DIGEST_SMTP_PASSWORD"])) as smtp:
-        env = _env(tmp_path, smtp, NOW)
+    with smtp_server(Faults(password=SECRETS["DIGEST_SMTP_PASSWORD"])) as smtp, _refusing_llm() as llm:
+        env = _env(tmp_path, smtp, NOW, DIGEST_LLM_BASE_URL=llm.base_url)
         with services(tmp_path, env, 2, "--no-bots") as both:
             for one in both:
                 one.started()
@@ -153,6 +170,8 @@ async def test_two_services_catch_up_once_report_it_and_stop_on_sigterm(tmp_path
             codes = [s.stop() for s in both]
         by = smtp.by_recipient()
     assert codes == [0, 0], "\n".join(s.err.text for s in both)
+    assert llm.requests and {r.headers["authorization"] for r in llm.requests} == {
+        f"Bearer {SECRETS['DIGEST_LLM_API_KEY']}"}  # the key was in play
     assert len(by[READER]) == 1 and len(by[ADMIN]) == 1  # published once, one admin copy
     assert _rows(tmp_path, "SELECT date, trigger, ok FROM run_report") == [(DAY.isoformat(), "catch-up", 1)]
     assert _rows(tmp_path, "SELECT status FROM delivery") == [("sent",)]
@@ -186,7 +205,7 @@ async def test_a_tick_computed_ahead_of_the_pinned_clock_runs_the_new_window(tmp
     now = dt.datetime(2026, 12, 5, 7, 59, 58, tzinfo=ZoneInfo(TZ))
     await _add_reader(tmp_path)
     with smtp_server(Faults(password=SECRETS["DIGEST_SMTP_PASSWORD"])) as smtp, \
-            services(tmp_path, _env(tmp_path, smtp, now), 1, "--no-bots") as (one,):
+            services(tmp_path, _env(tmp_path, smtp, now, llm=False), 1, "--no-bots") as (one,):
         one.started()
         _until(lambda: len(_rows(tmp_path, "SELECT id FROM run_report")) >= 2, "the scheduled run")
         health = one.get("/healthz").json()
@@ -201,7 +220,7 @@ async def test_sigterm_during_a_run_exits_0_with_nothing_half_recorded(tmp_path:
     """The SMTP server answers slowly: SIGTERM lands while mail is going out."""
     await _add_reader(tmp_path)
     with smtp_server(Faults(password=SECRETS["DIGEST_SMTP_PASSWORD"], delay=2.0)) as smtp, \
-            services(tmp_path, _env(tmp_path, smtp, NOW), 1, "--no-bots") as (one,):
+            services(tmp_path, _env(tmp_path, smtp, NOW, llm=False), 1, "--no-bots") as (one,):
         one.started()
         _until(lambda: _rows(tmp_path, "SELECT count(*) FROM delivery") != [(0,)], "a planned delivery")
         assert one.stop() == 0, one.err.text
