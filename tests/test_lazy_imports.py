@@ -173,3 +173,15 @@ async def test_a_database_behind_the_head_is_migrated_on_open(tmp_path: Path) ->
             sessions() as session:
         found = (await session.scalars(text("SELECT version_num FROM alembic_version"))).all()
     assert found == [bootstrap.schema_head()] and found != ["0005"]
+
+
+def test_the_pipeline_loads_openai_only_for_a_client() -> None:
+    """`fetch`, `build` and `serve` without an LLM key never pay for the openai SDK's import."""
+    code = ("import sys, digest.daily, digest.service, digest.write.llm\n"
+            "print('openai' in sys.modules)\n"
+            "from digest.domain.retry import RetryPolicy\n"
+            "from digest.write.llm import ChatTransport\n"
+            "ChatTransport('k', 'http://127.0.0.1:9', 'm', 1.0, RetryPolicy())\n"
+            "print('openai' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "True"]

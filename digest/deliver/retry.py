@@ -1,10 +1,10 @@
-"""The one retry policy of a send: tries, a doubling backoff with a cap, the server's retry_after.
+"""Sending under the one retry policy (:class:`digest.domain.retry.RetryPolicy`): tries, waits.
 
 ``sending.Dispatch`` (every delivery) and the publish's check copy both send
 through :func:`send_with_retry`; the wait between tries goes through an
 injected sleep, so tests wait for nothing.
 
-    send ─ TRANSIENT ─► between(result) ─► sleep(min(backoff·2ⁿ, cap) or retry_after) ─► send ...
+    send ─ TRANSIENT ─► between(result) ─► sleep(retry_after or min(backoff·2ⁿ, cap)) ─► send ...
 
 :func:`through_outage` is the same doubling wait for a step that failed because
 the database went away (a restart, a failover): it is run again until it goes
@@ -21,24 +21,12 @@ from typing import TypeVar
 from digest.deliver.channels import Outcome, SendResult
 from digest.domain.errors import StorageError
 from digest.domain.ratelimit import Sleep
+from digest.domain.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 Send = Callable[[], Awaitable[SendResult]]
 Between = Callable[[SendResult, int], Awaitable[None]]
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How often one run tries a send, and how long it waits between tries."""
-
-    attempts: int = 3
-    backoff: float = 1.0  # seconds before the first retry; doubles each time
-    cap: float = 60.0  # ... up to this
-
-    def delay(self, n: int, retry_after: float | None = None) -> float:
-        """Seconds to wait after try ``n`` (from 0): the doubled backoff, capped, or a longer retry_after."""
-        return max(min(self.backoff * 2.0 ** n, self.cap), retry_after or 0.0)
 
 
 @dataclass(frozen=True)

@@ -43,10 +43,11 @@ from typing import Any, TypeVar
 from digest import metrics
 from digest.deliver.channels import Message, Outcome, PushChannel, SendResult
 from digest.deliver.outbox import MAX_ATTEMPTS, Claimed, Record
-from digest.deliver.retry import RetryPolicy, send_with_retry, through_outage
+from digest.deliver.retry import send_with_retry, through_outage
 from digest.deliver.writer import Writer
 from digest.domain.errors import DigestError
 from digest.domain.ratelimit import Sleep
+from digest.domain.retry import RetryPolicy
 from digest.domain.status import ChannelName, DeliveryStatus, FailureKind, SubscriberStatus
 from digest.store.db import is_disconnect
 

@@ -49,9 +49,10 @@ from starlette.routing import Route
 from digest.deliver.channels import Message, Outcome
 from digest.deliver.confirm_mail import SendMail, confirm_message, notice_message
 from digest.deliver.mailer import PREFERENCES_PATH, UNSUBSCRIBE_PATH, MailIdentity
-from digest.deliver.retry import RetryPolicy, send_with_retry
+from digest.deliver.retry import send_with_retry
 from digest.domain.errors import SubscriberNotFound, SubscriptionError, TokenError
 from digest.domain.layers import BY_ID, LAYERS
+from digest.domain.retry import RetryPolicy
 from digest.domain.status import ChannelName, SubscriberStatus
 from digest.render.i18n import labels, subscribe_labels
 from digest.render.renderer import Renderer

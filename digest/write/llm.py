@@ -29,16 +29,16 @@ import datetime as dt
 import email.utils
 import json
 import logging
+import math
 import re
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import openai
-
 from digest import metrics
 from digest.domain.clock import Clock, system_now
+from digest.domain.retry import RetryPolicy
 from digest.store.db import SessionFactory
 from digest.write.budget import TokenBudget, estimate_tokens
 from digest.write.cache import AnswerCache, input_hash
@@ -112,21 +112,6 @@ def _http_date(value: str) -> dt.datetime | None:
     return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How often and how long to retry a retryable failure."""
-
-    max_attempts: int = 3
-    backoff: float = 0.5  # seconds before the 2nd attempt, doubled for each next one
-    max_retry_after: float = 30.0  # the most a server's retry-after may make us wait
-
-    def delay(self, attempt: int, asked: float | None) -> float:
-        """Seconds to wait after failed ``attempt`` (1-based); ``asked`` by the server wins, capped."""
-        if asked is not None:
-            return min(asked, self.max_retry_after)
-        return float(self.backoff * 2 ** (attempt - 1))
-
-
 class ChatTransport:
     """One OpenAI-compatible chat endpoint under :class:`RetryPolicy`; JSON-object answers."""
 
@@ -147,6 +132,8 @@ class ChatTransport:
         self.max_completion_tokens = max_completion_tokens
         self.temperature = temperature
         self._sleep = sleep
+        import openai  # a second of imports: only a run that has a key pays it (not fetch, build, serve)
+
         self._client = openai.AsyncOpenAI(
             api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
         )
@@ -159,7 +146,7 @@ class ChatTransport:
 
     async def ask(self, system: str, user: str) -> LLMAnswer | LLMFailure:
         """Send the prompt under the retry policy, then parse the answer (failures logged)."""
-        reason, last, attempts = "unknown", "", self.policy.max_attempts
+        reason, last, attempts = "unknown", "", self.policy.attempts
         for attempt in range(1, attempts + 1):
             try:
                 return self._parse(await self._request(system, user), system + user)
@@ -169,13 +156,15 @@ class ChatTransport:
                 reason, last = exc.reason, _cause(exc)
                 if attempt == attempts:
                     break
-                delay = self.policy.delay(attempt, exc.delay)
+                delay = self.policy.delay(attempt - 1, exc.delay)
                 log.info("LLM %s, attempt %d/%d; retrying in %.2fs", reason, attempt, attempts, delay)
                 await self._sleep(delay)
         return self._fail(LLMFailure(reason), f"gave up after {attempts} attempt(s); last: {last}")
 
     async def _request(self, system: str, user: str) -> Any:
         """One HTTP request; errors sorted into retryable and final."""
+        import openai  # loaded by __init__ already
+
         self.calls += 1
         extra: dict[str, Any] = {}
         if self.temperature is not None:  # some reasoning models refuse the parameter
@@ -263,7 +252,7 @@ class LLMClient:
     ) -> None:
         self.cache = AnswerCache(sessions, model, clock)  # the clock stamps rows the budget sums
         self.budget = TokenBudget(daily_tokens, day_start, self.cache.tokens_since)
-        policy = RetryPolicy(max(1, max_attempts), backoff, max_retry_after)
+        policy = RetryPolicy(max(1, max_attempts), backoff, math.inf, max_retry_after)
         self.transport = ChatTransport(
             api_key, base_url, model, timeout, policy,
             max_completion_tokens=max_completion_tokens, temperature=temperature, sleep=sleep,
@@ -275,7 +264,7 @@ class LLMClient:
     @property
     def max_attempts(self) -> int:
         """Attempts per prompt, the first included."""
-        return self.transport.policy.max_attempts
+        return self.transport.policy.attempts
 
     @property
     def calls(self) -> int:
