@@ -32,12 +32,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from digest.domain.clock import Clock
 from digest.domain.errors import DigestError, StorageError
+from digest.domain.retry import RetryPolicy
 from digest.store.db import SessionFactory
 from digest.store.models import RunLock
 
 log = logging.getLogger(__name__)
 LEASE = dt.timedelta(seconds=60)
-POLL = 1.0
+POLL = 1.0  # the longest wait between two tries of a held SQLite lock
+FIRST_POLL = 0.05  # the first; it doubles up to POLL
 FETCH_LOCK = "fetch"
 _KEY_SPACE = "compiler-digest:"
 
@@ -104,8 +106,8 @@ async def run_lock(
 ) -> AsyncIterator[None]:
     """Hold the lock ``name`` for the body; wait for it, or raise :class:`LockBusy`.
 
-    ``heartbeat`` (seconds, default a quarter of the lease) and ``poll`` (seconds
-    between tries while waiting) matter only on SQLite.
+    ``heartbeat`` (seconds, default a quarter of the lease) and ``poll`` (the longest
+    wait between tries while waiting: from FIRST_POLL, doubling) matter only on SQLite.
     """
     engine = _engine(target)
     tell = on_wait or _log_wait
@@ -238,14 +240,16 @@ class _Row:
 async def _leased(
     row: _Row, *, wait: bool, poll: float, every: float, on_wait: Callable[[str], None]
 ) -> AsyncIterator[None]:
-    told = False
+    told, tries = False, 0
+    pace = RetryPolicy(backoff=min(FIRST_POLL, poll), cap=poll)  # a short hold is seen soon
     while not await row.take():
         if not wait:
             raise LockBusy(row.name)
         if not told:
             on_wait(row.name)
             told = True
-        await asyncio.sleep(poll)
+        await asyncio.sleep(pace.delay(tries))
+        tries += 1
     beat = asyncio.create_task(_heartbeat(row, every))
     try:
         yield
