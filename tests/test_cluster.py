@@ -249,3 +249,13 @@ def test_a_post_quoting_the_papers_title_is_that_paper() -> None:
                 body="Today we are sharing Precompile (paper: Precompile: Compile Once, Reuse Across Ranks "
                      "for SPMD Training with torch.compile).", links=("https://arxiv.org/abs/2611.04302",))
     assert groups(cluster([paper, post])) == {frozenset({1, 2})}
+
+
+def test_the_primary_of_a_tie_does_not_depend_on_which_feed_arrived_first() -> None:
+    """Cross-listed entries (same weight, same time) order by source, whatever their ids."""
+    for first, second in ((1, 2), (2, 1)):
+        pl = make(first, "BitSASS: exact SASS encoders", key="arxiv-cs.pl", arxiv_id="2611.04501")
+        ar = make(second, "BitSASS: exact SASS encoders", key="arxiv-cs.ar", arxiv_id="2611.04501")
+        (found,) = cluster([pl, ar])
+        assert [i.source_key for i in found.items] == ["arxiv-cs.ar", "arxiv-cs.pl"]
+        assert found.primary.source_key == "arxiv-cs.ar"

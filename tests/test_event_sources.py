@@ -39,3 +39,21 @@ async def test_no_event_of_the_sample_day_lists_one_url_twice(sqlite_sessions: S
     assert all(len(set(u)) == len(u) for u in urls), urls
     cross = [link for event in view.events for link in event.sources if ", cs." in link.name]
     assert cross, "the sample day has a paper listed in several arXiv categories"
+
+
+async def test_the_sources_are_named_in_one_order_whichever_feed_arrived_first(tmp_path: Path) -> None:
+    """Entry ids follow the order feeds arrive in (they are fetched together): the page must not."""
+    from digest.store.db import open_database
+
+    specs = load_sources(write_samples(tmp_path, NOW))
+    date = latest_closed(NOW, "Asia/Shanghai")
+    names = []
+    for n, order in enumerate((specs, list(reversed(specs)))):
+        async with open_database(f"sqlite+aiosqlite:///{tmp_path / f'order{n}.db'}") as sessions:
+            await fetch_sources(sessions, order, FetchOptions(concurrency=1), now=NOW)
+            await build_digest(sessions, date, BuildOptions(locales=("zh",)), now=NOW)
+            async with sessions() as session:
+                view = await load_view(session, date, "zh")
+        names.append([[link.name for link in event.sources] for event in view.events])
+    assert names[0] == names[1]
+    assert any(", cs." in name for event in names[0] for name in event)

@@ -153,9 +153,14 @@ def _when(item: Item) -> float:
     return stamp.timestamp()
 
 
-def primary_order(item: Item) -> tuple[float, float, int]:
-    """Sort key making the best item first: highest source weight, then earliest, then id."""
-    return (-item.source_weight, _when(item), item.entry_id)
+def primary_order(item: Item) -> tuple[float, float, str, int]:
+    """Sort key making the best item first: highest source weight, then earliest, then source, then id.
+
+    The source key comes before the entry id: sources are fetched concurrently, so ids follow
+    the order the feeds arrived in, and a paper cross-listed in two categories (same weight,
+    same time) would otherwise name them in a different order from run to run.
+    """
+    return (-item.source_weight, _when(item), item.source_key, item.entry_id)
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,8 @@ _CHUNK = 500  # ids per IN (...): well under every backend's limit on bound para
 async def event_entries(session: AsyncSession, event_ids: Iterable[int]) -> EventEntries:
     """Every entry of each event with its source, best source first (the one event-to-entries join).
 
+    Best first is :func:`digest.analyze.cluster.primary_order`'s order (weight, earliest, source
+    key, id): never the order the feeds arrived in, so a page names sources the same way each build.
     Each asked id has a list, empty when the event has no entries.
     """
     ids = sorted(set(event_ids))
@@ -62,7 +64,7 @@ async def event_entries(session: AsyncSession, event_ids: Iterable[int]) -> Even
             .join(Entry, Entry.id == EventEntry.entry_id)
             .join(Source, Source.id == Entry.source_id)
             .where(EventEntry.event_id.in_(ids[start:start + _CHUNK]))
-            .order_by(Source.weight.desc(), Entry.id)
+            .order_by(Source.weight.desc(), Entry.published, Source.key, Entry.id)
         )
         for event_id, entry, source in rows:
             found[event_id].append((entry, source))
