@@ -16,7 +16,7 @@ part of every delivery arrived (none lost); a part arrived twice only for a row 
 held, and at most twice; the deliveries with a duplicate are at most the ``resent`` count, which
 is exactly the dead worker's rows, at most the ``2 x concurrency`` one worker keeps claimed.
 
-The fakes count their 429s: two are tolerated per test (:data:`TOLERATED_429`: the first sends
+The fakes count their 429s: five are tolerated per test (:data:`TOLERATED_429`: the first sends
 of four workers opening their connections at once); a dead worker's booked slots are only lost
 pace, so the kill itself makes none. The fakes run in this process, so the wait for the kill
 looks at them only every :data:`POLL` seconds (a busy poll delays the fake's own readings of
@@ -64,10 +64,11 @@ WORKERS = 4
 # Each worker opens its connections (32 for Telegram, 64 for Discord) with its first sends, and the
 # fake starts a handler for each: those first sends arrive late and bunched with the next ones, so
 # the fake can count one over its window about a second in (seen: 0 or 1 on a quiet machine, once
-# 3 while other test suites ran on the same 2 cores). Each 429 is waited out (``retry_after``) and
+# 3 while other test suites ran on the same 2 cores, and in a whole-suite run under libfaketime;
+# per-process limiters make hundreds). Each 429 is waited out (``retry_after``) and
 # retried: none lost, none sent twice. (The figures printed split them: at the kill, after the
 # survivors, at the end.)
-TOLERATED_429 = 2
+TOLERATED_429 = 5
 GUARD = 240.0  # seconds: a hang fails the test; nothing here is a speed requirement
 POLL = 0.05  # seconds between looks at the fake while waiting for the kill: it shares this process
 TELEGRAM_CONCURRENCY = 32  # bot/telegram_bot.py: TelegramChannel.concurrency

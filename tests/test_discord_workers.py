@@ -40,9 +40,10 @@ CHANNELS = 24
 DAYS = [DAY - dt.timedelta(days=n) for n in range(5, -1, -1)]  # six days, each one message per channel
 # A worker process can stall (a 2-core machine running four workers, PostgreSQL and the fake) after
 # booking its slot, so its request arrives late and bunched with the next ones; the buckets leave
-# 2.4 requests/s of margin under 50 and 0.14 messages per 5 s under 5 per channel. One such 429 is
-# tolerated (it is waited out and retried, so nothing is lost or sent twice); more is a failure.
-TOLERATED_429 = 1
+# 2.4 requests/s of margin under 50 and 0.14 messages per 5 s under 5 per channel. A few such 429s
+# are tolerated (each is waited out and retried, so nothing is lost or sent twice): seen 0-1 on a
+# quiet machine, 2 in a whole-suite run under libfaketime; per-process limiters make ~200 here.
+TOLERATED_429 = 5
 
 
 def _env(url: str, tmp: Path, fake: FakeDiscord) -> dict[str, str]:
