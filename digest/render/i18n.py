@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from digest.domain.locales import CJK
+
 LABELS: dict[str, dict[str, str]] = {
     "zh": {
         "overview": "今日概览",
@@ -212,7 +214,6 @@ def subscribe_labels(locale: str) -> dict[str, str]:
     return SUBSCRIBE_LABELS.get(locale, SUBSCRIBE_LABELS["en"])
 
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 _LATIN_WORD = re.compile(r"[A-Za-z]{2,}")
 
 
@@ -222,6 +223,6 @@ def part_lang(text: str, page_locale: str) -> str | None:
     A source's title or a roundup's line is quoted as written; WCAG's "language of parts" wants
     it marked, so a screen reader reads it in English. Mixed text keeps the page's language.
     """
-    if page_locale == "en" or _CJK.search(text) or not _LATIN_WORD.search(text):
+    if page_locale == "en" or CJK.search(text) or not _LATIN_WORD.search(text):
         return None
     return "en"

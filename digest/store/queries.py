@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
+    BindParameter,
     ColumnElement,
     Integer,
     Select,
@@ -251,9 +253,13 @@ def _layer_pattern(layer: str) -> str:
     return f'%"{escaped}"%'
 
 
-def _layer_like(column: Any, layer: str) -> ColumnElement[bool]:
-    """A portable "JSON list contains ``layer``" test (layer ids are a closed set of plain names)."""
-    return cast(column, Text).like(_layer_pattern(layer), escape="\\")
+def _layer_like(column: Any, layer: str | BindParameter[str]) -> ColumnElement[bool]:
+    """A portable "JSON list contains ``layer``" test (layer ids are a closed set of plain names).
+
+    ``layer`` is a layer id, or a bound parameter that will hold its :func:`_layer_pattern`.
+    """
+    pattern = _layer_pattern(layer) if isinstance(layer, str) else layer
+    return cast(column, Text).like(pattern, escape="\\")
 
 
 def _with_layer(layer: str | None) -> ColumnElement[bool]:
@@ -340,24 +346,16 @@ async def event_texts(
     session: AsyncSession, shown: Sequence[tuple[Event, DigestEvent]], locale: str
 ) -> dict[int, EventWriteup]:
     """Each event's write-up in ``locale``; a missing one is written extractively."""
-    from digest.write.extractive import extractive_event  # the writer's rules load only to fill a gap
-
     ids = [event.id for event, _ in shown]
     rows = await session.scalars(select(Writeup).where(Writeup.event_id.in_(ids), Writeup.locale == locale))
     found = {w.event_id: EventWriteup(w.title, w.summary, w.why_it_matters, tuple(w.watch), (), w.mode)
              for w in rows}
-    missing = [(event, snap) for event, snap in shown if event.id not in found]
-    sources = await event_sources(session, [event.id for event, _ in missing]) if missing else {}
-    for event, snap in missing:
-        found[event.id] = extractive_event(EventInput(
-            event.id, event.title, tuple(snap.layers), snap.score, tuple(sources.get(event.id, []))
-        ), locale)
+    found.update(await _extractive(session, [(event.id, event.title, snap.layers, snap.score)
+                                             for event, snap in shown if event.id not in found], locale))
     return found
 
 
-_RECENT: dict[tuple[bool, bool], Select[Any]] = {}  # (by score, by layer): built once, compiled once
-
-
+@functools.cache  # one statement per shape: its cache key and compiled form are reused
 def _recent_query(by_score: bool, by_layer: bool) -> Select[Any]:
     """The /recent statement (best first or newest first, with a layer filter or not); values
     are bound per call.
@@ -368,9 +366,6 @@ def _recent_query(by_score: bool, by_layer: bool) -> Select[Any]:
     written extractively afterwards). Built once per shape, so its cache key and compiled
     form are reused; Core columns only, so no row becomes an ORM object.
     """
-    key = (by_score, by_layer)
-    if key in _RECENT:
-        return _RECENT[key]
     digest, shown_in, event, writeup = (Digest.__table__.c, DigestEvent.__table__.c, Event.__table__.c,
                                         Writeup.__table__.c)
     recent = select(digest.id).where(digest.window_end > bindparam("since", type_=digest.window_end.type),
@@ -380,7 +375,7 @@ def _recent_query(by_score: bool, by_layer: bool) -> Select[Any]:
              .where(shown_in.digest_id.in_(recent),  # IN: digest_event's key is used
                     shown_in.score >= bindparam("min_score", type_=shown_in.score.type)))
     if by_layer:
-        shown = shown.where(cast(shown_in.layers, Text).like(bindparam("layer", type_=Text), escape="\\"))
+        shown = shown.where(_layer_like(shown_in.layers, bindparam("layer", type_=Text)))
     inner = shown.subquery("shown")
 
     def ranking(c: Any) -> tuple[Any, ...]:
@@ -392,7 +387,7 @@ def _recent_query(by_score: bool, by_layer: bool) -> Select[Any]:
     top = (select(ranked.c.event_id, ranked.c.digest_id, ranked.c.score, ranked.c.rank, ranked.c.date)
            .where(ranked.c.n == 1).order_by(*ranking(ranked.c))
            .limit(bindparam("limit", type_=Integer)).subquery("top"))
-    query = (
+    return (
         select(top.c.event_id, top.c.score, top.c.rank, top.c.date, shown_in.layers,
                shown_in.score_breakdown, event.title.label("event_title"), event.url, event.first_seen,
                writeup.title, writeup.summary)
@@ -403,8 +398,6 @@ def _recent_query(by_score: bool, by_layer: bool) -> Select[Any]:
                                            writeup.locale == bindparam("locale", type_=writeup.locale.type)))
         .order_by(*ranking(top.c))
     )
-    _RECENT[key] = query
-    return query
 
 
 async def recent_events(
@@ -422,30 +415,27 @@ async def recent_events(
         values["layer"] = _layer_pattern(layer)
     connection = await session.connection()
     rows = (await connection.execute(_recent_query(order == "score", layer is not None), values)).all()
-    missing = [row for row in rows if row.title is None]
-    written = await _extractive_texts(session, missing, locale) if missing else {}
+    written = await _extractive(session, [(row.event_id, row.event_title, row.layers, row.score)
+                                          for row in rows if row.title is None], locale)
     found: list[RecentEvent] = []
     for row in rows:
         title, summary = ((row.title, row.summary) if row.title is not None
-                          else written[row.event_id])
+                          else (written[row.event_id].title, written[row.event_id].summary))
         found.append(RecentEvent(row.event_id, title, summary, row.url, row.score,
                                  dict(row.score_breakdown), tuple(row.layers), row.date, row.rank,
                                  row.first_seen))
     return found
 
 
-async def _extractive_texts(session: AsyncSession, rows: Sequence[Any],
-                            locale: str) -> dict[int, tuple[str, str]]:
-    """The extractive title and summary of each /recent row that has no stored write-up."""
+async def _extractive(session: AsyncSession, events: Sequence[tuple[int, str, Sequence[str], float]],
+                      locale: str) -> dict[int, EventWriteup]:
+    """The extractive write-up of each (id, title, layers, score) that has no stored one."""
     from digest.write.extractive import extractive_event  # the writer's rules load only to fill a gap
 
-    sources = await event_sources(session, [row.event_id for row in rows])
-    found: dict[int, tuple[str, str]] = {}
-    for row in rows:
-        text = extractive_event(EventInput(row.event_id, row.event_title, tuple(row.layers), row.score,
-                                           tuple(sources.get(row.event_id, []))), locale)
-        found[row.event_id] = (text.title, text.summary)
-    return found
+    sources = await event_sources(session, [event_id for event_id, *_ in events]) if events else {}
+    return {event_id: extractive_event(EventInput(event_id, title, tuple(layers), score,
+                                                  tuple(sources.get(event_id, []))), locale)
+            for event_id, title, layers, score in events}
 
 
 async def all_event_ids(session: AsyncSession) -> list[int]:

@@ -14,7 +14,6 @@ FTS5 (or given to plainto_tsquery) and every LIKE pattern escaped; nothing reach
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from digest.domain.errors import UsageError
 from digest.domain.layers import LAYER_IDS
+from digest.domain.locales import CJK
 from digest.domain.writeups import briefs_of
 from digest.render.safety import strip_controls
 from digest.store.models import Digest, DigestEvent
@@ -34,7 +34,6 @@ MAX_QUERY = 200  # characters
 MAX_TERMS = 8
 MAX_LIMIT = 50
 SNIPPET = 160  # characters of body around the first hit
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
 class QueryError(UsageError):
@@ -69,7 +68,7 @@ def _indexable(term: str, dialect: str) -> bool:
     """Whether the full-text index can find ``term`` (else it is matched by LIKE)."""
     if len(term) < 3:
         return False
-    return dialect == "sqlite" or not _CJK.search(term)
+    return dialect == "sqlite" or not CJK.search(term)
 
 
 def _fts5_phrase(term: str) -> str:

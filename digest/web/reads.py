@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import logging
 import re
 from collections import Counter
@@ -76,22 +77,17 @@ class ArchiveStamp:
         return self.built_at or otherwise
 
 
-_STAMPS: dict[tuple[bool, bool], Select[int, dt.datetime, int]] = {}  # (of an event, since): built once
-
-
+@functools.cache  # one statement per shape: its compiled form is reused
 def _stamp_query(of_event: bool, since: bool) -> Select[int, dt.datetime, int]:
-    """The stamp's statement of one shape, values bound per call (its compiled form is reused)."""
-    key = (of_event, since)
-    if key not in _STAMPS:
-        digest, shown = Digest.__table__.c, DigestEvent.__table__.c
-        query = select(func.count(digest.id), func.max(digest.built_at), func.max(digest.id)).where(listed())
-        if of_event:
-            query = query.join_from(Digest.__table__, DigestEvent.__table__, shown.digest_id == digest.id)
-            query = query.where(shown.event_id == bindparam("event_id", type_=shown.event_id.type))
-        if since:
-            query = query.where(digest.window_end > bindparam("since", type_=digest.window_end.type))
-        _STAMPS[key] = query
-    return _STAMPS[key]
+    """The stamp's statement of one shape, values bound per call."""
+    digest, shown = Digest.__table__.c, DigestEvent.__table__.c
+    query = select(func.count(digest.id), func.max(digest.built_at), func.max(digest.id)).where(listed())
+    if of_event:
+        query = query.join_from(Digest.__table__, DigestEvent.__table__, shown.digest_id == digest.id)
+        query = query.where(shown.event_id == bindparam("event_id", type_=shown.event_id.type))
+    if since:
+        query = query.where(digest.window_end > bindparam("since", type_=digest.window_end.type))
+    return query
 
 
 async def archive_stamp(sessions: SessionFactory, event_id: int | None = None,

@@ -21,6 +21,7 @@ from digest.domain.arxiv import ARXIV_PREFIX_RE
 from digest.domain.daytext import and_list, clip_line, cut, short_name
 from digest.domain.items import Item
 from digest.domain.layers import BY_ID, LAYER_IDS
+from digest.domain.locales import CJK
 from digest.domain.status import WriteMode
 from digest.domain.writeups import (
     BLOG,
@@ -760,7 +761,7 @@ def roundup_items(summary: str, body: str, links: Sequence[str],
             continue
         text = _unheaded(piece)
         line = _without_refs(text)
-        if (len(line.split()) < BRIEF_MIN_WORDS and not _CJK.search(line)) or _boilerplate(line) \
+        if (len(line.split()) < BRIEF_MIN_WORDS and not CJK.search(line)) or _boilerplate(line) \
                 or _CHATTER.search(line):
             continue
         found.append((line, text))
@@ -773,8 +774,6 @@ def roundup_items(summary: str, body: str, links: Sequence[str],
         kept.append(BriefItem(clip_line(line, BRIEF_CHARS), _item_link(where, links)))
     return tuple(kept[:most])
 
-
-_CJK = re.compile(r"[\u3400-\u9fff]")
 
 
 def _without_refs(text: str) -> str:
