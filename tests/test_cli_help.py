@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 from digest.cli import main as cli
 from digest.cli.output import layers_arg, score_arg
 from digest.domain.layers import LAYER_IDS
+from tests.cli_env import private_env
 
 Run = Callable[..., tuple[int, str, str]]
 
@@ -160,11 +160,7 @@ def test_a_negative_chat_id_is_a_value_not_a_mistyped_option(capsys: pytest.Capt
 def digest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
            capsys: pytest.CaptureFixture[str]) -> Iterator[Run]:
     """``digest ARGS`` in-process on a private SQLite database: (exit code, stdout, stderr)."""
-    for name in [n for n in os.environ if n.startswith("DIGEST_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("DIGEST_DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path / 'help.db'}")
-    monkeypatch.setenv("DIGEST_VAR_DIR", str(tmp_path / "var"))
-    monkeypatch.chdir(tmp_path)
+    private_env(monkeypatch, tmp_path, "help.db")
 
     def run(*args: str) -> tuple[int, str, str]:
         code = cli.main(list(args))

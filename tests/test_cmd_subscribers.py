@@ -6,7 +6,6 @@ import argparse
 import csv
 import io
 import json
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 from digest.cli import main as cli
 from digest.cli import subscribers as cmd_subscribers
 from digest.domain.layers import LAYER_IDS
+from tests.cli_env import private_env
 
 Run = Callable[..., tuple[int, str, str]]
 _build_parser = cli.build_parser
@@ -33,11 +33,7 @@ def _parser() -> argparse.ArgumentParser:
 def digest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
            capsys: pytest.CaptureFixture[str]) -> Iterator[Run]:
     """Run ``digest subscribers ARGS`` in-process on a private SQLite database: (code, stdout, stderr)."""
-    for name in [n for n in os.environ if n.startswith("DIGEST_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("DIGEST_DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}")
-    monkeypatch.setenv("DIGEST_VAR_DIR", str(tmp_path / "var"))
-    monkeypatch.chdir(tmp_path)
+    private_env(monkeypatch, tmp_path, "cli.db")
     monkeypatch.setattr(cli, "build_parser", _parser)
 
     def run(*args: str) -> tuple[int, str, str]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,6 +38,7 @@ from digest.store.queries import load_view
 from digest.write.llm import LLMClient
 from tests.builders import DAY, WINDOW, add_compiler_papers, add_entry, add_source
 from tests.builders import NOW as BUILD_NOW
+from tests.cli_env import private_env
 from tests.fake_llm import FakeLLM, answer, malformed, rate_limited, server_error
 from tests.fake_llm import Reply as FakeReply
 from tests.feeds import rfc822, rss
@@ -55,12 +55,7 @@ Run = Callable[..., tuple[int, str, str]]
 def digest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
            capsys: pytest.CaptureFixture[str]) -> Iterator[Run]:
     """Run ``digest ARGS`` in-process on a private SQLite database: (code, stdout, stderr)."""
-    for name in [n for n in os.environ if n.startswith("DIGEST_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("DIGEST_DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path / 'faults.db'}")
-    monkeypatch.setenv("DIGEST_VAR_DIR", str(tmp_path / "var"))
-    monkeypatch.setenv("DIGEST_NOW", NOW.isoformat())
-    monkeypatch.chdir(tmp_path)
+    private_env(monkeypatch, tmp_path, "faults.db", DIGEST_NOW=NOW.isoformat())
 
     def run(*args: str, **env: str) -> tuple[int, str, str]:
         for name, value in env.items():

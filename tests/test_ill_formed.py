@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from sqlalchemy import select
 from digest.cli import main as cli
 from digest.store.db import open_database
 from digest.store.models import Entry, Source
+from tests.cli_env import private_env
 from tests.feedserver import FeedServer, Reply
 
 NOW = "2026-01-05T08:00:00+00:00"
@@ -87,18 +87,14 @@ def _key(name: str) -> str:
 def fetched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
             capsys: pytest.CaptureFixture[str]) -> Iterator[tuple[int, dict[str, Any], str, str]]:
     """One ``digest fetch --json`` over every case: (exit code, rows by key, stderr, database URL)."""
-    for name in [n for n in os.environ if n.startswith("DIGEST_")]:
-        monkeypatch.delenv(name)
-    url = f"sqlite+aiosqlite:///{tmp_path / 'ill.db'}"
+    url = private_env(monkeypatch, tmp_path, "ill.db", chdir=False,
+                      DIGEST_SOURCES=str(tmp_path / "sources.toml"), DIGEST_NOW=NOW)
     with FeedServer() as server:
         lines = []
         for name, (body, content_type, *_) in CASES.items():
             where = server.serve("/" + name, Reply(body, content_type=content_type))
             lines.append(f'[[source]]\nkey = "{_key(name)}"\nname = "{name}"\nurl = "{where}"\n')
         (tmp_path / "sources.toml").write_text("\n".join(lines), encoding="utf-8")
-        for name, value in {"DIGEST_DATABASE_URL": url, "DIGEST_VAR_DIR": str(tmp_path / "var"),
-                            "DIGEST_SOURCES": str(tmp_path / "sources.toml"), "DIGEST_NOW": NOW}.items():
-            monkeypatch.setenv(name, value)
         code = cli.main(["fetch", "--json"])
     out = capsys.readouterr()
     yield code, {row["source"]: row for row in json.loads(out.out)}, out.err, url
