@@ -223,7 +223,7 @@ def _fresh_default_sqlite(settings: Settings) -> str | None:
 
     from digest.config import TOML_FILE
 
-    if "database_url" in settings.model_fields_set or Path(TOML_FILE).exists():
+    if "database_url" in settings.explicitly_set or Path(TOML_FILE).exists():
         return None
     url = make_url(settings.database_url)
     if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
@@ -440,7 +440,7 @@ def start_heap() -> None:
     """Fewer cycle collections while a command imports its libraries (the CLI's first step).
 
     Start-up builds objects that live as long as the process (modules, the ORM's mappings,
-    pydantic's schemas); at the default threshold of 700 the collector walks them again some
+    the compiled templates); at the default threshold of 700 the collector walks them again some
     two hundred times before a short command such as ``digest preview`` has printed anything.
     """
     gc.set_threshold(START_GC_YOUNG, *_GC_THRESHOLDS[1:])

@@ -4,49 +4,41 @@ Settings are loaded once, at the edge (the CLI or the service), with
 :func:`load_settings`; core functions receive plain values. Nothing here runs
 at import time. Every value is checked at load: a typo stops the command with
 one line naming the variable (or the file) before anything is claimed or sent.
+Precedence: the keyword overrides of ``load_settings``, then the environment
+(``DIGEST_NAME``, any case), then ``./digest.toml`` (``name = value``), then the default.
+
+Standard library only (the kinds and their checks are in :mod:`digest.settings_fields`):
+pydantic-settings cost every command about a fifth of a second to import.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import difflib
-import ipaddress
 import logging
-import math
 import os
 import re
 import secrets
 import tomllib
-from functools import cached_property
+import typing
+from dataclasses import MISSING, dataclass, field, fields
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
-
-from pydantic import (
-    AwareDatetime,
-    Field,
-    SecretStr,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
-from pydantic_settings import (
-    BaseSettings,
-    NoDecode,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    SettingsError,
-    TomlConfigSettingsSource,
-)
 
 from digest.domain.clock import Clock, make_clock
 from digest.domain.errors import ConfigError
 from digest.domain.layers import LAYER_IDS
 from digest.domain.locales import LOCALES
+from digest.settings_fields import Rule, Secret, convert, from_environment
+
+__all__ = ["DEFAULT_SCHEDULE", "MIN_SECRET_CHARS", "TOML_FILE", "Secret", "Settings", "http_url",
+           "load_settings", "mail_address", "read_or_create_key", "unknown_setting_warnings"]
 
 TOML_FILE = "digest.toml"
-DEFAULT_SCHEDULE = "0 8 * * *"  # croniter accepts it (tests/test_lazy_imports.py); see Settings._cron
+DEFAULT_SCHEDULE = "0 8 * * *"  # croniter accepts it (tests/test_lazy_imports.py); see _cron
 MIN_SECRET_CHARS = 32
 _PREFIX = "DIGEST_"
 _UNCHECKED_PREFIX = "DIGEST_TEST_"  # the test suite's own variables
@@ -54,265 +46,10 @@ _ADDRESS = re.compile(r"[^\s@<>\",;:()\[\]\\]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9.-]{
 _LINE_BREAK = re.compile(r"[\r\n\x00\u2028\u2029\x85]")
 log = logging.getLogger(__name__)
 
+SmtpTls = Literal["auto", "starttls", "ssl", "none"]
 
-class Settings(BaseSettings):
-    """Every setting of the service; see the README's configuration table."""
 
-    model_config = SettingsConfigDict(
-        env_prefix=_PREFIX,
-        toml_file=TOML_FILE,
-        extra="ignore",
-        validate_default=True,
-        allow_inf_nan=False,
-    )
-
-    database_url: str = "sqlite+aiosqlite:///./var/digest.db"
-    var_dir: Path = Path("./var")
-    sources: Path | None = None
-    sources_extra: Path = Path("./var/sources.toml")  # added to the built-in list
-    timezone: str = "Asia/Shanghai"
-    locales: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["zh"])
-    now: AwareDatetime | None = None
-
-    fetch_concurrency: int = Field(8, ge=1, le=64)
-    fetch_per_host: int = Field(2, ge=1, le=16)
-    fetch_timeout: float = Field(30.0, gt=0)
-    fetch_max_bytes: int = Field(10 * 1024 * 1024, ge=1024)
-    fetch_max_redirects: int = Field(5, ge=0, le=20)
-
-    llm_api_key: SecretStr | None = None
-    llm_base_url: str = "https://api.deepseek.com"
-    llm_model: str = "deepseek-chat"
-    llm_daily_tokens: int = Field(200_000, ge=0)
-    llm_top_events: int = Field(12, ge=0, le=100)  # unset: max_events (every shown event)
-    max_events: int = Field(12, ge=1, le=100)
-    include_prereleases: bool = False
-    score_weights: dict[str, float] = Field(default_factory=dict)
-    llm_timeout: float = Field(60.0, gt=0, le=3600)
-
-    smtp_host: str | None = None
-    smtp_port: int = Field(587, ge=1, le=65535)
-    smtp_user: str | None = None
-    smtp_password: SecretStr | None = None
-    smtp_tls: Literal["auto", "starttls", "ssl", "none"] = "auto"
-    mail_from: str = "compiler-digest <digest@localhost>"
-    mail_outbox: Path = Path("./var/outbox")
-    unsubscribe_mailto: str | None = None
-    smtp_concurrency: int = Field(4, ge=1, le=64)
-    smtp_rate: float = Field(0.0, ge=0)
-    smtp_timeout: float = Field(60.0, gt=0, le=3600)
-    outbox_lease: float = Field(60.0, gt=0, le=86400)
-    outbox_heartbeat: float = Field(15.0, gt=0, le=86400)
-    send_attempts: int = Field(3, ge=1, le=10)
-    send_backoff: float = Field(1.0, ge=0, le=3600)
-    send_retry_later: float = Field(600.0, ge=0, le=7 * 86400)
-
-    telegram_token: SecretStr | None = None
-    telegram_api_base: str | None = None
-    discord_token: SecretStr | None = None
-    discord_api_base: str | None = None
-    discord_gateway: str | None = None
-    discord_guild_id: int | None = Field(None, gt=0)
-    discord_shards: str | None = None
-    discord_threads: bool = True
-    discord_discussion_channel: int | None = Field(None, gt=0)
-    telegram_discussion_url: str | None = None  # the Telegram group where readers discuss the digests
-
-    # The Telegram webhook: set, Telegram posts the updates to the web app at the URL's path (no polling),
-    # with the secret in X-Telegram-Bot-Api-Secret-Token (unset: derived from DIGEST_SECRET_KEY).
-    telegram_webhook_url: str | None = None
-    telegram_webhook_secret: SecretStr | None = None
-
-    @field_validator("telegram_webhook_url")
-    @classmethod
-    def _webhook_url(cls, value: str | None) -> str | None:
-        if value is None or not value.strip():
-            return None
-        parts = urlsplit(http_url(value))
-        if parts.path in ("", "/") or "%" in parts.path or parts.query or parts.fragment:
-            raise ValueError(f"must name the path the web app serves it on, with no query "
-                             f"(https://digest.example.org/telegram/webhook): {value!r}")
-        return value
-
-    @field_validator("telegram_webhook_secret")
-    @classmethod
-    def _webhook_secret(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None and not re.fullmatch(r"[A-Za-z0-9_-]{16,256}", value.get_secret_value()):
-            raise ValueError("must be 16 to 256 characters of A-Z, a-z, 0-9, _ and - (Telegram's rule)")
-        return value
-
-    schedule: str = DEFAULT_SCHEDULE
-    admin_email: str | None = None
-    admin_telegram_chat: str | None = None
-    admin_discord_channel: str | None = None
-    log_json: bool = False
-
-    site_url: str = "http://127.0.0.1:8000"
-    secret_key: SecretStr | None = None
-    trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
-
-    @field_validator("locales", "trusted_proxies", mode="before")
-    @classmethod
-    def _split_list(cls, value: object) -> object:
-        if isinstance(value, str):
-            value = [part.strip() for part in value.split(",") if part.strip()]
-        return value
-
-    @field_validator("locales")
-    @classmethod
-    def _known_locales(cls, value: list[str]) -> list[str]:
-        unknown = [loc for loc in value if loc not in LOCALES]
-        if unknown or not value:
-            raise ValueError(f"locales must be a non-empty subset of {','.join(LOCALES)}")
-        return list(dict.fromkeys(value))
-
-    @field_validator("trusted_proxies")
-    @classmethod
-    def _networks(cls, value: list[str]) -> list[str]:
-        for item in value:
-            try:
-                ipaddress.ip_network(item, strict=False)
-            except ValueError:
-                raise ValueError(f"not an IP address or network: {item!r}") from None
-        return value
-
-    @field_validator("timezone")
-    @classmethod
-    def _known_timezone(cls, value: str) -> str:
-        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise ValueError(f"unknown time zone {value!r}") from exc
-        return value
-
-    @field_validator("site_url", "llm_base_url")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        return http_url(value).rstrip("/")
-
-    @field_validator("telegram_api_base", "discord_api_base", "telegram_discussion_url")
-    @classmethod
-    def _optional_http_url(cls, value: str | None) -> str | None:
-        return None if value is None else http_url(value)
-
-    @field_validator("discord_gateway")
-    @classmethod
-    def _ws_url(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(r"wss?://[^\s/?#]+[^\s]*", value):
-            raise ValueError(f"must be a ws:// or wss:// URL with a host: {value!r}")
-        return value
-
-    @field_validator("discord_shards")
-    @classmethod
-    def _shards(cls, value: str | None) -> str | None:
-        if value is not None and value != "auto" and not (value.isdecimal() and value.isascii()
-                                                            and 0 < int(value) <= 4096):
-            raise ValueError("must be 'auto' or a number of shards (1 to 4096)")
-        return value
-
-    @field_validator("schedule")
-    @classmethod
-    def _cron(cls, value: str) -> str:
-        """A configured expression is checked by croniter, the parser the schedule runs on.
-
-        The shipped default is not parsed again on every start: importing croniter runs
-        ``platform.architecture()``, which forks ``file`` on the interpreter, a few
-        hundredths of a second each command (``digest preview`` never needs the schedule).
-        """
-        if value == DEFAULT_SCHEDULE:
-            return value
-        from croniter import croniter
-
-        if not croniter.is_valid(value):
-            raise ValueError(f"not a cron expression (minute hour day month weekday): {value!r}")
-        return value
-
-    @field_validator("admin_email")
-    @classmethod
-    def _admin_email(cls, value: str | None) -> str | None:
-        return None if value is None or not value.strip() else mail_address(value.strip(), display_name=False)
-
-    @field_validator("mail_from")
-    @classmethod
-    def _mail_from(cls, value: str) -> str:
-        return mail_address(value, display_name=True)
-
-    @field_validator("unsubscribe_mailto")
-    @classmethod
-    def _mailto(cls, value: str | None) -> str | None:
-        if value is None or not value.strip():
-            return None
-        return mail_address(value.strip().removeprefix("mailto:"), display_name=False)
-
-    @field_validator("smtp_host", "smtp_user", "llm_model")
-    @classmethod
-    def _one_token(cls, value: str | None) -> str | None:
-        if value is not None and (not value.strip() or re.search(r"\s", value)):
-            raise ValueError("must be one word without spaces or line breaks")
-        return value
-
-    @field_validator("score_weights")
-    @classmethod
-    def _weights(cls, value: dict[str, float]) -> dict[str, float]:
-        bad = [k for k, v in value.items() if not math.isfinite(v) or v < 0]
-        if bad:
-            raise ValueError(f"weights must be finite and non-negative: {', '.join(bad)}")
-        return value
-
-    @field_validator("secret_key")
-    @classmethod
-    def _long_secret(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None and len(value.get_secret_value().strip()) < MIN_SECRET_CHARS:
-            raise ValueError(f"must be at least {MIN_SECRET_CHARS} characters (unset it to generate one)")
-        return value
-
-    @field_validator("outbox_heartbeat")
-    @classmethod
-    def _heartbeat_within_lease(cls, value: float, info: ValidationInfo) -> float:
-        lease = info.data.get("outbox_lease")
-        if lease is not None and value >= lease:
-            raise ValueError(f"must be shorter than DIGEST_OUTBOX_LEASE ({lease:g} s)")
-        return value
-
-    @model_validator(mode="after")
-    def _llm_writes_every_shown_event(self) -> Settings:
-        """DIGEST_LLM_TOP_EVENTS defaults to DIGEST_MAX_EVENTS: the LLM writes every shown event."""
-        if "llm_top_events" not in self.model_fields_set:
-            self.llm_top_events = self.max_events
-        return self
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
-
-    @cached_property
-    def clock(self) -> Clock:
-        """The one clock of this process: the system's, or DIGEST_NOW running on from there.
-
-        Read it through ``digest.bootstrap.clock``; adapters handed the settings may read it here.
-        """
-        return make_clock(self.now)
-
-    def secret(self) -> str:
-        """The signing key: configured, or generated once (atomically) and kept under ``var_dir``."""
-        if self.secret_key is not None:
-            return self.secret_key.get_secret_value().strip()
-        return read_or_create_key(self.var_dir / "secret_key")
-
-    @property
-    def all_layers(self) -> tuple[str, ...]:
-        """The closed list of layer ids."""
-        return LAYER_IDS
-
+# -- the checks beyond the kind (each returns the value to keep or raises ValueError with the message) ----
 
 def http_url(value: str) -> str:
     """``value`` when it is a full http(s) URL with a host; ValueError otherwise."""
@@ -340,6 +77,267 @@ def mail_address(value: str, *, display_name: bool) -> str:
     if (not display_name and name) or not _ADDRESS.fullmatch(address) or not value.isprintable():
         raise ValueError(f"not a usable mail address: {value!r}")
     return value
+
+
+def _site_url(value: str) -> str:
+    return http_url(value).rstrip("/")
+
+
+def _webhook_url(value: str) -> str | None:
+    if not value.strip():
+        return None
+    parts = urlsplit(http_url(value))
+    if parts.path in ("", "/") or "%" in parts.path or parts.query or parts.fragment:
+        raise ValueError(f"must name the path the web app serves it on, with no query "
+                         f"(https://digest.example.org/telegram/webhook): {value!r}")
+    return value
+
+
+def _webhook_secret(value: Secret) -> Secret:
+    if not re.fullmatch(r"[A-Za-z0-9_-]{16,256}", value.get_secret_value()):
+        raise ValueError("must be 16 to 256 characters of A-Z, a-z, 0-9, _ and - (Telegram's rule)")
+    return value
+
+
+def _long_secret(value: Secret) -> Secret:
+    if len(value.get_secret_value().strip()) < MIN_SECRET_CHARS:
+        raise ValueError(f"must be at least {MIN_SECRET_CHARS} characters (unset it to generate one)")
+    return value
+
+
+def _known_locales(value: list[str]) -> list[str]:
+    if not value or any(loc not in LOCALES for loc in value):
+        raise ValueError(f"locales must be a non-empty subset of {','.join(LOCALES)}")
+    return list(dict.fromkeys(value))
+
+
+def _networks(value: list[str]) -> list[str]:
+    import ipaddress
+
+    for item in value:
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            raise ValueError(f"not an IP address or network: {item!r}") from None
+    return value
+
+
+def _known_timezone(value: str) -> str:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a folder of zones, a name too long
+        raise ValueError(f"unknown time zone {value!r}") from None
+    return value
+
+
+def _ws_url(value: str) -> str:
+    if not re.fullmatch(r"wss?://[^\s/?#]+[^\s]*", value):
+        raise ValueError(f"must be a ws:// or wss:// URL with a host: {value!r}")
+    return value
+
+
+def _shards(value: str) -> str:
+    if value != "auto" and not (value.isdecimal() and value.isascii() and 0 < int(value) <= 4096):
+        raise ValueError("must be 'auto' or a number of shards (1 to 4096)")
+    return value
+
+
+def _cron(value: str) -> str:
+    """A configured expression is checked by croniter, the parser the schedule runs on.
+
+    The shipped default is not parsed again on every start: importing croniter runs
+    ``platform.architecture()``, which forks ``file`` on the interpreter, a few
+    hundredths of a second each command (``digest preview`` never needs the schedule).
+    """
+    if value == DEFAULT_SCHEDULE:
+        return value
+    from croniter import croniter
+
+    if not croniter.is_valid(value):
+        raise ValueError(f"not a cron expression (minute hour day month weekday): {value!r}")
+    return value
+
+
+def _admin_email(value: str) -> str | None:
+    return mail_address(value.strip(), display_name=False) if value.strip() else None
+
+
+def _mail_from(value: str) -> str:
+    return mail_address(value, display_name=True)
+
+
+def _mailto(value: str) -> str | None:
+    address = value.strip().removeprefix("mailto:")
+    return mail_address(address, display_name=False) if value.strip() else None
+
+
+def _one_token(value: str) -> str:
+    if not value.strip() or re.search(r"\s", value):
+        raise ValueError("must be one word without spaces or line breaks")
+    return value
+
+
+def _weights(value: dict[str, float]) -> dict[str, float]:
+    bad = [key for key, weight in value.items() if weight < 0]  # the kind already refused inf and nan
+    if bad:
+        raise ValueError(f"weights must be finite and non-negative: {', '.join(bad)}")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every setting of the service; see the README's configuration table.
+
+    Built by :func:`load_settings` (or :meth:`replace`), which checks every value: the
+    annotation is a setting's kind, its :class:`Rule` (if any) the bounds and the extra check.
+    """
+
+    database_url: str = "sqlite+aiosqlite:///./var/digest.db"
+    var_dir: Path = Path("./var")
+    sources: Path | None = None
+    sources_extra: Path = Path("./var/sources.toml")  # added to the built-in list
+    timezone: Annotated[str, Rule(check=_known_timezone)] = "Asia/Shanghai"
+    locales: Annotated[list[str], Rule(check=_known_locales)] = field(default_factory=lambda: ["zh"])
+    now: dt.datetime | None = None
+
+    fetch_concurrency: Annotated[int, Rule(ge=1, le=64)] = 8
+    fetch_per_host: Annotated[int, Rule(ge=1, le=16)] = 2
+    fetch_timeout: Annotated[float, Rule(gt=0)] = 30.0
+    fetch_max_bytes: Annotated[int, Rule(ge=1024)] = 10 * 1024 * 1024
+    fetch_max_redirects: Annotated[int, Rule(ge=0, le=20)] = 5
+
+    llm_api_key: Secret | None = None
+    llm_base_url: Annotated[str, Rule(check=_site_url)] = "https://api.deepseek.com"
+    llm_model: Annotated[str, Rule(check=_one_token)] = "deepseek-chat"
+    llm_daily_tokens: Annotated[int, Rule(ge=0)] = 200_000
+    llm_top_events: Annotated[int, Rule(ge=0, le=100)] = 12  # unset: max_events (every shown event)
+    max_events: Annotated[int, Rule(ge=1, le=100)] = 12
+    include_prereleases: bool = False
+    score_weights: Annotated[dict[str, float], Rule(check=_weights)] = field(default_factory=dict)
+    llm_timeout: Annotated[float, Rule(gt=0, le=3600)] = 60.0
+
+    smtp_host: Annotated[str | None, Rule(check=_one_token)] = None
+    smtp_port: Annotated[int, Rule(ge=1, le=65535)] = 587
+    smtp_user: Annotated[str | None, Rule(check=_one_token)] = None
+    smtp_password: Secret | None = None
+    smtp_tls: SmtpTls = "auto"
+    mail_from: Annotated[str, Rule(check=_mail_from)] = "compiler-digest <digest@localhost>"
+    mail_outbox: Path = Path("./var/outbox")
+    unsubscribe_mailto: Annotated[str | None, Rule(check=_mailto)] = None
+    smtp_concurrency: Annotated[int, Rule(ge=1, le=64)] = 4
+    smtp_rate: Annotated[float, Rule(ge=0)] = 0.0
+    smtp_timeout: Annotated[float, Rule(gt=0, le=3600)] = 60.0
+    outbox_lease: Annotated[float, Rule(gt=0, le=86400)] = 60.0
+    outbox_heartbeat: Annotated[float, Rule(gt=0, le=86400)] = 15.0  # < outbox_lease (see _build)
+    send_attempts: Annotated[int, Rule(ge=1, le=10)] = 3
+    send_backoff: Annotated[float, Rule(ge=0, le=3600)] = 1.0
+    send_retry_later: Annotated[float, Rule(ge=0, le=7 * 86400)] = 600.0
+
+    telegram_token: Secret | None = None
+    telegram_api_base: Annotated[str | None, Rule(check=http_url)] = None
+    discord_token: Secret | None = None
+    discord_api_base: Annotated[str | None, Rule(check=http_url)] = None
+    discord_gateway: Annotated[str | None, Rule(check=_ws_url)] = None
+    discord_guild_id: Annotated[int | None, Rule(gt=0)] = None
+    discord_shards: Annotated[str | None, Rule(check=_shards)] = None
+    discord_threads: bool = True
+    discord_discussion_channel: Annotated[int | None, Rule(gt=0)] = None
+    # the Telegram group where readers discuss the digests
+    telegram_discussion_url: Annotated[str | None, Rule(check=http_url)] = None
+
+    # The Telegram webhook: set, Telegram posts the updates to the web app at the URL's path (no polling),
+    # with the secret in X-Telegram-Bot-Api-Secret-Token (unset: derived from DIGEST_SECRET_KEY).
+    telegram_webhook_url: Annotated[str | None, Rule(check=_webhook_url)] = None
+    telegram_webhook_secret: Annotated[Secret | None, Rule(check=_webhook_secret)] = None
+
+    schedule: Annotated[str, Rule(check=_cron)] = DEFAULT_SCHEDULE
+    admin_email: Annotated[str | None, Rule(check=_admin_email)] = None
+    admin_telegram_chat: str | None = None
+    admin_discord_channel: str | None = None
+    log_json: bool = False
+
+    site_url: Annotated[str, Rule(check=_site_url)] = "http://127.0.0.1:8000"
+    secret_key: Annotated[Secret | None, Rule(check=_long_secret)] = None
+    trusted_proxies: Annotated[list[str], Rule(check=_networks)] = field(default_factory=list)
+
+    explicitly_set: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+    """The settings given (override, environment or digest.toml) rather than defaulted."""
+
+    @cached_property
+    def clock(self) -> Clock:
+        """The one clock of this process: the system's, or DIGEST_NOW running on from there.
+
+        Read it through ``digest.bootstrap.clock``; adapters handed the settings may read it here.
+        """
+        return make_clock(self.now)
+
+    def secret(self) -> str:
+        """The signing key: configured, or generated once (atomically) and kept under ``var_dir``."""
+        if self.secret_key is not None:
+            return self.secret_key.get_secret_value().strip()
+        return read_or_create_key(self.var_dir / "secret_key")
+
+    @property
+    def all_layers(self) -> tuple[str, ...]:
+        """The closed list of layer ids."""
+        return LAYER_IDS
+
+    def replace(self, **changes: object) -> Settings:
+        """A copy with ``changes``, checked as :func:`load_settings` checks (ConfigError naming the variable).
+
+        Nothing is read again from the environment or digest.toml; the clock is kept unless ``now`` changes.
+        """
+        given = {name: (getattr(self, name), _variable(name)) for name in self.explicitly_set}
+        copy = _build(given | {name: (value, _variable(name)) for name, value in _known(changes).items()})
+        if "now" not in changes:  # one clock: a pinned one runs on, it does not start again
+            copy.__dict__["clock"] = self.clock
+        return copy
+
+
+@cache
+def _fields() -> dict[str, tuple[object, Rule]]:
+    """Each setting's name, kind and rule, in declaration order (every field but ``explicitly_set``)."""
+    hints = typing.get_type_hints(Settings, include_extras=True)
+    return {f.name: Rule.of(hints[f.name]) for f in fields(Settings) if f.name != "explicitly_set"}
+
+
+def _variable(name: str) -> str:
+    return _PREFIX + name.upper()
+
+
+def _known(values: dict[str, object]) -> dict[str, object]:
+    unknown = sorted(set(values) - set(_fields()))
+    if unknown:
+        raise TypeError(f"unknown setting {unknown[0]!r}{_suggest(unknown[0], list(_fields()))}")
+    return values
+
+
+def _build(given: dict[str, tuple[object, str]]) -> Settings:
+    """Settings from ``given`` (name -> raw value and where it came from) and the defaults; ConfigError.
+
+    The first bad value, in declaration order, is reported as ``WHERE: message``.
+    """
+    values: dict[str, Any] = {}
+    for name, (kind, rule) in _fields().items():
+        raw, where = given.get(name, (_default(name), _variable(name)))
+        try:
+            values[name] = convert(kind, rule, raw)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    lease, heartbeat = values["outbox_lease"], values["outbox_heartbeat"]
+    if heartbeat >= lease:
+        where = given.get("outbox_heartbeat", (None, _variable("outbox_heartbeat")))[1]
+        raise ConfigError(f"{where}: must be shorter than DIGEST_OUTBOX_LEASE ({lease:g} s)")
+    if "llm_top_events" not in given:  # DIGEST_LLM_TOP_EVENTS defaults to DIGEST_MAX_EVENTS
+        values["llm_top_events"] = values["max_events"]
+    return Settings(**values, explicitly_set=frozenset(given))
+
+
+def _default(name: str) -> object:
+    spec = Settings.__dataclass_fields__[name]
+    return spec.default_factory() if spec.default_factory is not MISSING else spec.default
 
 
 def read_or_create_key(path: Path) -> str:
@@ -395,8 +393,8 @@ def _suggest(name: str, known: list[str]) -> str:
 
 def unknown_setting_warnings(environ: dict[str, str], toml: dict[str, Any]) -> list[str]:
     """One warning per ``DIGEST_`` variable or digest.toml key that no setting has."""
-    names = list(Settings.model_fields)
-    env_names = [_PREFIX + n.upper() for n in names]
+    names = list(_fields())
+    env_names = [_variable(n) for n in names]
     warnings = [
         f"unknown setting {key} is ignored{_suggest(key, env_names)}"
         for key in sorted(environ)
@@ -407,30 +405,28 @@ def unknown_setting_warnings(environ: dict[str, str], toml: dict[str, Any]) -> l
     return warnings
 
 
-def _where(field: str, environ: dict[str, str], toml: dict[str, Any]) -> str:
-    """Where a bad value came from: the variable, or the digest.toml key when the environment lacks it."""
-    variable = _PREFIX + field.upper()
-    if variable not in environ and any(k.lower() == field for k in toml):
-        return f"{TOML_FILE}: {field}"
-    return variable
-
-
 def load_settings(**overrides: object) -> Settings:
-    """Load settings from the environment and ``digest.toml``; one-line error on a bad value."""
+    """Load settings from the overrides, the environment and ``digest.toml``; one-line error on a bad value.
+
+    An override's name is the setting's (``var_dir=...``); an unknown one is a TypeError.
+    """
+    _known(overrides)
     environ = dict(os.environ)
     toml = _toml_values(Path(TOML_FILE))
     for warning in unknown_setting_warnings(environ, toml):
         log.warning("%s", warning)
-    try:
-        return Settings(**overrides)  # type: ignore[arg-type]
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = str(first["loc"][0]) if first["loc"] else ""
-        message = str(first["msg"]).removeprefix("Value error, ")
-        where = _where(field, environ, toml) if field else "settings"
-        raise ConfigError(f"{where}: {message}") from None
-    except SettingsError as exc:
-        found = re.search(r'field "(\w+)"', str(exc))
-        field = found.group(1) if found else ""
-        raise ConfigError(f"{_where(field, environ, toml) if field else 'settings'}: "
-                          "not valid JSON (e.g. {\"novelty\": 5})") from None
+    env = {key.upper(): text for key, text in environ.items()}  # DIGEST_X, digest_x: the same setting
+    table = {key.lower(): value for key, value in toml.items()}
+    given: dict[str, tuple[object, str]] = {}
+    for name, (kind, _rule) in _fields().items():
+        variable = _variable(name)
+        if name in overrides:
+            given[name] = (overrides[name], variable)
+        elif variable in env:
+            try:
+                given[name] = (from_environment(kind, env[variable]), variable)
+            except ValueError as exc:
+                raise ConfigError(f"{variable}: {exc}") from None
+        elif name in table:
+            given[name] = (table[name], f"{TOML_FILE}: {name}")
+    return _build(given)

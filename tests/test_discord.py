@@ -156,7 +156,7 @@ async def test_commands_are_synced_globally_with_chinese_names_and_descriptions(
 
 async def test_with_a_guild_id_the_commands_go_to_that_guild(fake: FakeDiscord, settings: Settings,
                                                              sqlite_sessions: SessionFactory) -> None:
-    guilded = settings.model_copy(update={"discord_guild_id": GUILD_ID})
+    guilded = settings.replace(discord_guild_id=GUILD_ID)
     client = build_bot(guilded, sqlite_sessions, guild_ready_timeout=0.05)
     task = await started(client)
     await client.close()
@@ -190,7 +190,7 @@ async def test_auto_shards_identify_every_shard_and_a_command_works_on_the_guild
         fake: FakeDiscord, settings: Settings, sqlite_sessions: SessionFactory,
         monkeypatch: pytest.MonkeyPatch) -> None:
     fake.shards = 2
-    sharded = settings.model_copy(update={"discord_shards": "auto"})
+    sharded = settings.replace(discord_shards="auto")
     client = build_bot(sharded, sqlite_sessions, clock=lambda: LATER, guild_ready_timeout=0.05)
     assert isinstance(client, ShardedDigestBot)
 
@@ -330,8 +330,8 @@ async def test_the_cli_entry_runs_until_stopped(settings: Settings, fake: FakeDi
 
 async def test_a_missing_token_or_an_unreachable_api_is_one_line(settings: Settings) -> None:
     with pytest.raises(ConfigError, match="DIGEST_DISCORD_TOKEN"):
-        await run_discord(settings.model_copy(update={"discord_token": None}))
-    nowhere = settings.model_copy(update={"discord_api_base": "http://127.0.0.1:9/api/v10"})
+        await run_discord(settings.replace(discord_token=None))
+    nowhere = settings.replace(discord_api_base="http://127.0.0.1:9/api/v10")
     with pytest.raises(DigestError, match="cannot reach the Discord API") as caught:
         await run_discord(nowhere)
     assert TOKEN not in str(caught.value) and "\n" not in str(caught.value)
@@ -491,7 +491,7 @@ async def test_dms_get_no_thread_and_forums_get_a_post(fake: FakeDiscord, channe
 
 
 async def test_threads_can_be_turned_off(fake: FakeDiscord, settings: Settings) -> None:
-    pushed = create_channel(settings.model_copy(update={"discord_threads": False}))
+    pushed = create_channel(settings.replace(discord_threads=False))
     result = await pushed.send(message(f"{fake.text_channel}", "2026-09-29", "two"))
     await pushed.aclose()
     assert result.thread_id is None and fake.threads == {} and len(fake.sent_to(fake.text_channel)) == 2

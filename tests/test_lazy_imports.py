@@ -5,8 +5,9 @@ client library at its top would show up here long before anyone notices the seco
 start-up it costs. A command that reads a database already at the head of the
 migrations does not load Alembic (nor Mako and Pygments behind it); one that is behind
 still gets migrated. The read commands (``preview``, ``events``, ``status``, ``subscribers
-list``) load neither the network clients nor the pipeline's analysers and writers, and with
-the shipped schedule not croniter either (its import forks ``file``).
+list``) load neither the network clients nor the pipeline's analysers and writers, nor
+pydantic (the settings are checked by the standard library), and with the shipped schedule
+not croniter either (its import forks ``file``).
 """
 
 from __future__ import annotations
@@ -27,20 +28,22 @@ from digest.config import DEFAULT_SCHEDULE, load_settings
 from digest.domain.errors import ConfigError
 from digest.store.db import alembic_config, make_engine, migrate, open_database
 from digest.store.reports import save_report
-from tests.archive import DAY, build_archive
+from tests.archive import DAY, NOW, build_archive
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("sqlalchemy", "openai", "jinja2", "feedparser", "httpx", "discord", "telegram", "aiosmtplib",
          "alembic", "starlette", "uvicorn", "pydantic", "pydantic_settings", "email_validator")
+# loading and checking the settings needs none of these (digest.config is the standard library only)
+PYDANTIC = ("pydantic", "pydantic_core", "pydantic_settings")
 # what printing a built digest needs none of: the migration tool, the network clients, the web server
 NOT_FOR_PREVIEW = ("alembic", "mako", "pygments", "openai", "feedparser", "httpx", "discord", "telegram",
-                   "aiosmtplib", "starlette", "uvicorn", "croniter")
+                   "aiosmtplib", "starlette", "uvicorn", "croniter", *PYDANTIC)
 # what a read command needs none of besides: the migration tool, the clients, the web server, the
 # pipeline's parts (status reads the schedule, so croniter is left out of this list)
 NOT_FOR_READING = ("alembic", "mako", "pygments", "openai", "feedparser", "httpx", "discord", "telegram",
                    "aiosmtplib", "starlette", "uvicorn", "jinja2", "bot", "digest.build", "digest.analyze",
                    "digest.write", "digest.ingest.fetch", "digest.ingest.normalize", "digest.daily",
-                   "digest.service", "digest.web", "digest.deliver.publish", "digest.deliver.smtp")
+                   "digest.service", "digest.web", "digest.deliver.publish", "digest.deliver.smtp", *PYDANTIC)
 SCRIPT = """
 import sys
 from digest.cli.main import main
@@ -98,7 +101,7 @@ async def test_preview_of_a_current_database_loads_no_migration_tool(tmp_path: P
     code, loaded = run_cli(["preview", "--date", DAY.isoformat(), "--format", fmt], _env(tmp_path, url),
                            cwd=tmp_path)
     assert code == "0"
-    assert {"sqlalchemy", "aiosqlite", "pydantic_settings"} <= loaded  # it did read the digest
+    assert {"sqlalchemy", "aiosqlite", "digest"} <= loaded  # it did read the digest
     assert loaded & set(NOT_FOR_PREVIEW) == set()
 
 
@@ -125,6 +128,20 @@ async def test_read_commands_load_no_client_pipeline_or_renderer(tmp_path: Path,
     assert code == "0"
     assert "sqlalchemy" in modules and "digest.store.db" in modules  # it did open the database
     assert unwanted(modules, NOT_FOR_READING) == set()
+
+
+@pytest.mark.parametrize("argv", [["preview", "--date", DAY.isoformat(), "--format", "md"], ["status"]])
+async def test_loading_the_settings_imports_no_pydantic(tmp_path: Path, argv: list[str]) -> None:
+    """Issue #15: pydantic-settings cost every command about 0.2 s; the settings need the standard library."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'settings.db'}"
+    async with open_database(url) as sessions:
+        await build_archive(sessions)
+    env = {**_env(tmp_path, url), "DIGEST_LOCALES": "zh,en", "DIGEST_SCORE_WEIGHTS": '{"novelty": 5}',
+           "DIGEST_TRUSTED_PROXIES": "127.0.0.1", "DIGEST_NOW": NOW.isoformat()}
+    code, modules = run_cli_modules(argv, env, cwd=tmp_path)
+    assert code == "0", argv
+    assert {"digest.config", "digest.settings_fields"} <= modules  # the settings were loaded and checked
+    assert unwanted(modules, PYDANTIC) == set(), argv
 
 
 async def test_report_prints_the_last_run_without_loading_the_pipeline(tmp_path: Path) -> None:

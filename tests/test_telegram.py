@@ -203,7 +203,7 @@ async def test_the_cli_entry_runs_until_stopped(settings: Settings, fake: FakeTe
     stop.set()
     assert await asyncio.wait_for(task, 10) == 0
     with pytest.raises(ConfigError, match="DIGEST_TELEGRAM_TOKEN"):
-        await run_telegram(settings.model_copy(update={"telegram_token": None}))
+        await run_telegram(settings.replace(telegram_token=None))
 
 
 async def test_one_chats_updates_run_in_order_and_others_alongside() -> None:

@@ -149,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging(args.verbose)
     handler: Handler = args.handler
     try:
-        from digest.config import load_settings  # pydantic-settings: not for `digest --help`
+        from digest.config import load_settings  # not for `digest --help`
 
         settings = load_settings()
         return asyncio.run(handler(settings, args))
