@@ -1,7 +1,7 @@
 """Classifier quality (rules mode): relevance P/R, layer micro-F1, per layer.
 
     .venv/bin/python bench/quality.py [--errors SPLIT] [--taxonomy PATH] [--no-final]
-        [--cv [--cv-on unseen-tune|dev+unseen-tune]]
+        [--cv [--cv-on outside-tune|unseen-tune|dev+unseen-tune]]
 
 Two kinds of figures, printed apart:
 
@@ -22,12 +22,19 @@ on and its errors are never printed: it is the only never-tuned figure.
 While tuning, ``--no-final`` leaves its figures out too (print them once, at
 the end of a round of work).
 
+Later blind-labelled sets (:data:`LATER_SETS`: ``blogs``, PyTorch and TVM
+blog posts; ``releases``, CUTLASS and JAX releases and IREE blog posts; the
+first set has none of these sources) are split the same way into
+``<name>-tune`` (``--errors <name>-tune``) and ``<name>-final`` (never tuned
+on, never listed; left out with ``--no-final``), each also printed for one
+built-in source alone.
+
 ``--cv`` first cross-validates the knobs that are chosen by cross-validation
 (``CV_GRID``), 5 folds by a stable hash of each item's id
-(:func:`_cross_validate`), over the outside reader's labels (unseen-tune:
-the convention the never-tuned figures follow, 1-2 layers an entry) or, with
-``--cv-on dev+unseen-tune``, pooled with dev (whose labels give 3-4): never
-on unseen-final, never on heldout.
+(:func:`_cross_validate`), over the outside readers' labels (``outside-tune``:
+every blind-labelled set's tuning half, the convention the never-tuned
+figures follow, 1-2 layers an entry), over unseen-tune alone, or, with ``--cv-on dev+unseen-tune``, pooled
+with dev (whose labels give 3-4): never on a final half, never on heldout.
 
 Last, the order of the days' events against a compiler engineer's ranking
 (tests/test_expert_order.py, tests/data/expert_*.toml): the bundled sample days
@@ -62,6 +69,16 @@ from digest.analyze.taxonomy import Taxonomy, load_taxonomy
 
 UNSEEN = Path(__file__).resolve().parent / "data" / "unseen_labels.jsonl"
 UNSEEN_HALVES = ("unseen-tune", "unseen-final")
+# Later sets labelled blind (each name's labels in bench/data/<file>), from sources the first
+# set lacks: PyTorch and TVM blog posts; CUTLASS and JAX releases (the changelogs' sections, as
+# GitHub releases) and IREE blog posts. Each is split in halves by the same hash as the first
+# set, before anything was tuned on it: ``<name>-tune`` may be tuned on, ``<name>-final`` never
+# (its errors are never listed; printed with unseen-final and left out with it). Each is also
+# shown for the named built-in source alone.
+LATER_SETS: dict[str, tuple[str, str]] = {"blogs": ("blog_labels.jsonl", "pytorch-blog"),
+                                          "releases": ("release_labels.jsonl", "gh-jax")}
+_DATA = Path(__file__).resolve().parent / "data"
+_BUILT_IN = ("pytorch-blog", "gh-cutlass", "gh-jax")  # the later sets' sources the pipeline has
 _KIND_KEYS = {"arxiv": "arxiv-cs.pl", "rss": "blog", "atom": "blog",
               "github-releases": "gh-unknown"}
 
@@ -69,6 +86,8 @@ _KIND_KEYS = {"arxiv": "arxiv-cs.pl", "rss": "blog", "atom": "blog",
 def _source_key(row: dict[str, object]) -> str:
     """The source key the pipeline would give the entry's feed (its prior, if any)."""
     title, source_file = str(row["title"]).lower(), str(row["source_file"])
+    if row.get("source") in _BUILT_IN:
+        return str(row["source"])
     if title.startswith("llvm weekly"):
         return "llvm-weekly"
     if source_file.startswith("llvm-blog"):
@@ -82,12 +101,12 @@ def unseen_half(item_id: str) -> str:
     return "unseen-tune" if digest[0] < 128 else "unseen-final"
 
 
-def load_unseen(path: Path = UNSEEN) -> list[Example]:
-    """The never-tuned examples, each with its half (``unseen-tune`` or ``unseen-final``) as split."""
+def load_unseen(path: Path = UNSEEN, named: str = "unseen") -> list[Example]:
+    """The blind-labelled examples, each with its half (``<named>-tune`` or ``<named>-final``) as split."""
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     return [Example(r["title"], r["summary"] or "", r["source_kind"], bool(r["relevant"]),
-                    frozenset(r["layers"]), unseen_half(str(r["id"])), _source_key(r),
-                    str(r["id"]))
+                    frozenset(r["layers"]), unseen_half(str(r["id"])).replace("unseen", named),
+                    _source_key(r), str(r["id"]))
             for r in rows]
 
 
@@ -116,6 +135,28 @@ def _never_tuned(taxonomy: Taxonomy, errors: str | None, final: bool = True) -> 
             print(report(name, quality))
             if errors == name == "unseen-tune":  # never the final half's
                 print("\n".join(quality.errors))
+    for named in LATER_SETS:
+        _later_set(named, taxonomy, errors, final)
+
+
+def load_later(named: str) -> list[Example]:
+    """A later set's examples (:data:`LATER_SETS`), split into ``<named>-tune`` and ``<named>-final``."""
+    return load_unseen(_DATA / LATER_SETS[named][0], named)
+
+
+def _later_set(named: str, taxonomy: Taxonomy, errors: str | None, final: bool) -> None:
+    """A later set's halves, each overall and for its built-in source alone (errors: the tuning half's)."""
+    source = LATER_SETS[named][1]
+    print(f"######## {named}: labelled blind (bench/data/{LATER_SETS[named][0]}), in two halves")
+    examples = load_later(named)
+    for half in (f"{named}-tune", f"{named}-final") if final else (f"{named}-tune",):
+        chosen = [e for e in examples if e.split == half]
+        sets = {half: chosen, f"{half}-{source}": [e for e in chosen if e.source_key == source]}
+        for name, subset in sets.items():
+            quality = evaluate(subset, taxonomy)
+            print(report(name, quality))
+            if errors == name == f"{named}-tune":  # never the final half's
+                print("\n".join(quality.errors))
 
 
 CV_FOLDS = 5
@@ -128,10 +169,12 @@ CV_GRID: dict[str, tuple[Any, ...]] = {
     "fallback_share": (0.6, 0.8, 1.0),
     "secondary_share": (0.0, 0.2, 0.35, 0.5),
     "max_layers": (0, 2, 3),
+    "subject_evidence": (0.0, 2.0, 2.5, 3.0),
 }
-# The sets cross-validation may run over: the outside reader's labels alone
-# (the convention the never-tuned figures follow), or pooled with dev.
-CV_SETS = ("unseen-tune", "dev+unseen-tune")
+# The sets cross-validation may run over: the outside readers' labels (the
+# convention the never-tuned figures follow; the blog posts' tuning half with
+# them by default), the first set's alone, or pooled with dev.
+CV_SETS = ("outside-tune", "unseen-tune", "dev+unseen-tune")
 # Knobs read only when the layers are chosen from an entry's totals
 # (classify.layers_of): variants differing only in these (and in the layers'
 # thresholds, ``layers.<id>.threshold``) share the totals.
@@ -167,8 +210,10 @@ def cv_fold(example: Example, folds: int = CV_FOLDS) -> int:
 
 
 def cv_examples(on: str) -> list[Example]:
-    """The examples cross-validation runs over: unseen-tune (the outside reader's), or with dev."""
+    """The examples cross-validation runs over (:data:`CV_SETS`): never a final half, never heldout."""
     examples = [e for e in load() if e.split == "dev"] if on == "dev+unseen-tune" else []
+    if on == "outside-tune":  # every blind-labelled set's tuning half
+        examples = [e for named in LATER_SETS for e in load_later(named) if e.split == f"{named}-tune"]
     return examples + [e for e in load_unseen() if e.split == "unseen-tune"]
 
 
@@ -278,17 +323,18 @@ def _expert_order() -> None:
 def main() -> int:
     """Print the tuned sets' figures, the never-tuned set's, then the expert-order agreement."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--errors", choices=[*SPLITS, "unseen-tune"], default=None,
+    tuning_halves = ["unseen-tune", *(f"{named}-tune" for named in LATER_SETS)]
+    parser.add_argument("--errors", choices=[*SPLITS, *tuning_halves], default=None,
                         help="also list the misclassified entries of this split "
-                             "(never of unseen-final)")
+                             "(never of a final half)")
     parser.add_argument("--taxonomy", type=Path, default=None, help="taxonomy TOML to measure")
     parser.add_argument("--no-final", action="store_true",
-                        help="leave out unseen-final's figures (while tuning)")
+                        help="leave out the final halves' figures (while tuning)")
     parser.add_argument("--cv", action="store_true",
                         help="also cross-validate the knobs of CV_GRID (over --cv-on)")
     parser.add_argument("--cv-on", choices=CV_SETS, default=CV_SETS[0],
-                        help="the labels to cross-validate on: the outside reader's "
-                             "(unseen-tune, the default) or pooled with dev")
+                        help="the labels to cross-validate on: the outside readers' "
+                             "(both tuning halves, the default; unseen-tune alone) or pooled with dev")
     args = parser.parse_args()
     taxonomy = load_taxonomy(args.taxonomy)
     if args.cv:

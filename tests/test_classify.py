@@ -142,8 +142,8 @@ def test_compiler_project_feed_is_relevant_on_weak_text(taxonomy: Taxonomy) -> N
 @pytest.mark.parametrize("entry", [
     item("LLVM Weekly - #612", "This week: new contributors, a meetup and RFCs.",
          kind="rss", key="llvm-weekly"),
-    item("v3.4.0", "Bug fixes.", kind="github-releases", key="gh-mine", repo="triton-lang/triton",
-         tag="v3.4.0"),
+    item("v3.4.0", "Compiler bug fixes.", kind="github-releases", key="gh-mine",
+         repo="triton-lang/triton", tag="v3.4.0"),
     item("Taint-Aware Compilation of Web Templates",
          "We compile HTML templates and insert escaping as a compiler pass against cross-site "
          "scripting."),
@@ -190,6 +190,45 @@ def test_the_body_is_read_not_only_the_teaser(taxonomy: Taxonomy) -> None:
     assert not classify(teaser, taxonomy).relevant
     verdict = classify(replace(teaser, body=body), taxonomy)
     assert verdict.relevant and "kernel_codegen" in verdict.layers
+
+
+# what a framework's release post says in its opening, and what it says further on
+_RELEASE_OPENING = ("Today we are announcing version 2.0 of the library, with new domain packages for "
+                    "audio and vision, a redesigned data loader, Windows support, improved "
+                    "documentation and tutorials, and many contributions from the community. ")
+_IN_PASSING = ("Further down the list: the JIT compiler now supports more operators, the scripting "
+               "front end handles more Python, the graph fusion pass is faster, and CUDA kernels "
+               "for the new operators are generated through the code generator. ")
+
+
+@pytest.fixture(scope="module")
+def subject_rule(taxonomy: Taxonomy) -> Taxonomy:
+    """The taxonomy with the subject rule on (it ships off: see subject_evidence in taxonomy.toml)."""
+    return replace(taxonomy, subject_evidence=2.5)
+
+
+def test_compiler_words_only_further_on_do_not_make_a_post_news(taxonomy: Taxonomy,
+                                                                subject_rule: Taxonomy) -> None:
+    filler = "The release also brings faster data loading and new tutorials for beginners. " * 8
+    later = item("Library 2.0 released", _RELEASE_OPENING + filler + _IN_PASSING, kind="rss", key="blog")
+    assert len(_RELEASE_OPENING + filler) > taxonomy.subject_chars
+    assert classify(later, taxonomy).relevant, "without the rule the passing mentions make it news"
+    verdict = classify(later, subject_rule)
+    assert not verdict.relevant and verdict.totals["subject"] < subject_rule.subject_evidence
+    # the same words in the opening: the post is about them
+    opening = replace(later, summary=_IN_PASSING + _RELEASE_OPENING + filler)
+    assert classify(opening, subject_rule).relevant
+    # a release is news for what it changes: its prior does not name the subject either
+    release = replace(later, kind="github-releases", source_key="gh-llvm")
+    assert not classify(release, subject_rule).relevant
+    assert classify(replace(opening, kind="github-releases", source_key="gh-llvm"), subject_rule).relevant
+
+
+def test_a_teasers_subject_runs_on_into_the_body(subject_rule: Taxonomy) -> None:
+    teaser = item("What we shipped", "A look back.", kind="rss", key="blog")
+    filler = "We also moved offices and hired people for the documentation team. " * 12
+    assert not classify(replace(teaser, body=filler + _IN_PASSING), subject_rule).relevant
+    assert classify(replace(teaser, body=_IN_PASSING + filler), subject_rule).relevant
 
 
 def test_a_phrase_only_in_the_body_counts_at_the_body_share(taxonomy: Taxonomy) -> None:
@@ -338,8 +377,8 @@ def test_compiler_news_just_short_of_a_layer_takes_its_nearest(taxonomy: Taxonom
     assert (chips.relevant, chips.layers) == (False, ())
 
 
-def test_a_blog_prior_breaks_a_tie_while_a_release_counts_in_full(taxonomy: Taxonomy) -> None:
-    """A compiler project's blog also posts board news: its prior is a tie-break, not evidence."""
+def test_a_source_prior_breaks_a_tie_a_releases_too(taxonomy: Taxonomy) -> None:
+    """A project's blog also posts board news, its release may only fix bugs: a prior is a tie-break."""
     text = ("Debug info for the new release", "Better debug info and a faster linker.")
     blog = classify(item(*text, kind="rss", key="llvm-blog"), taxonomy)
     assert blog.totals["prior"] == taxonomy.source_prior["llvm-blog"] > taxonomy.relevance_margin
@@ -349,8 +388,13 @@ def test_a_blog_prior_breaks_a_tie_while_a_release_counts_in_full(taxonomy: Taxo
                               taxonomy) >= 0, "the whole prior would have made it news"
     release = classify(item(*text, kind="github-releases", key="gh-llvm",
                             repo="llvm/llvm-project", tag="llvmorg-21.1.0"), taxonomy)
-    assert release.totals["prior_decides"] == taxonomy.source_prior["llvm/llvm-project"]
-    assert release.relevant, "a compiler project's release is that project's news"
+    assert release.totals["prior"] == taxonomy.source_prior["llvm/llvm-project"]
+    assert release.totals["prior_decides"] == taxonomy.relevance_margin
+    assert not release.relevant, "thin notes of a compiler project's release are not compiler news"
+    notes = classify(item("llvmorg-21.1.0", "The AArch64 backend schedules SVE code better; the "
+                          "loop vectorizer handles more reductions.", kind="github-releases",
+                          key="gh-llvm", repo="llvm/llvm-project", tag="llvmorg-21.1.0"), taxonomy)
+    assert notes.relevant and "kernel_codegen" in notes.layers, "a release is news for what it changes"
 
 
 def test_a_second_layer_needs_a_specific_phrase_outside_a_roundup(taxonomy: Taxonomy) -> None:
@@ -594,12 +638,15 @@ def test_grid_variants_share_totals_yet_predict_as_the_classifier_does(taxonomy:
 def test_the_cross_validation_prints_each_variant_and_the_choice(
         taxonomy: Taxonomy, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Never a figure of unseen-final: CV runs over dev and unseen-tune only."""
+    """Never a figure of a final half: CV runs over dev and the tuning halves only."""
     bench = _quality_bench()
     monkeypatch.setattr(bench, "CV_GRID", {"secondary_weight": (0.0, taxonomy.secondary_weight)})
     bench._cross_validate(taxonomy)
     printed = capsys.readouterr().out
-    assert "over unseen-tune (" in printed, "by default on the outside reader's labels alone"
+    assert "over outside-tune (" in printed, "by default on the outside readers' labels alone"
+    outside = bench.cv_examples("outside-tune")
+    assert {e.split for e in outside} == {"unseen-tune", "blogs-tune", "releases-tune"}
+    assert len(outside) > len(bench.cv_examples("unseen-tune"))
     assert "(0.0,): relevance P" in printed and "<- the taxonomy's" in printed
     assert "; gain " in printed and "folds up" in printed
     assert "== CV (choosing by CV): relevance P" in printed
@@ -618,6 +665,7 @@ def test_the_bench_can_leave_the_final_half_out(taxonomy: Taxonomy,
     bench._never_tuned(taxonomy, None, final=False)
     printed = capsys.readouterr().out
     assert "== unseen-tune:" in printed and "unseen-final" not in printed
+    assert "== blogs-tune:" in printed and "== releases-tune:" in printed and "-final" not in printed
 
 
 # --- borderline events and triage verdicts

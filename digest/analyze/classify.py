@@ -98,7 +98,8 @@ def _matches(leads: Sequence[tuple[str, str]], body: str, taxonomy: Taxonomy,
     a long post mentions much in passing, evidence weaker than its lead. A
     roundup's summary counts in full: its items are spread all through it.
     The subject's phrases are those in a title or in a summary's first
-    ``subject_chars`` characters (its opening paragraph; all of a roundup's).
+    ``subject_chars`` characters (its opening paragraph; all of a roundup's), and
+    after a teaser shorter than that, in the body's first characters up to it.
     """
     found: dict[str, float] = {}
     titled: set[str] = set()
@@ -122,17 +123,22 @@ def _matches(leads: Sequence[tuple[str, str]], body: str, taxonomy: Taxonomy,
     take(titled, 1.0)
     if body:
         take(taxonomy.matcher.find(body), taxonomy.body_share)
+        # a teaser's subject runs on into the body: the opening is the first subject_chars of both
+        rest = taxonomy.subject_chars - sum(len(summary) for _, summary in leads)
+        if taxonomy.subject_chars and rest > 0:
+            subject |= taxonomy.matcher.find(body[:rest])
     return found, titled, subject | titled
 
 
 def _prior(items: Iterable[Item], taxonomy: Taxonomy) -> tuple[list[str], float, float]:
     """The source prior's keys, its weight and the part of it that may decide relevance.
 
-    A compiler project's own release is that project's news, so its prior
-    decides in full; a feed's (a project's blog or newsletter) decides at most
-    ``relevance_margin``: it breaks a tie, but the entry's own text must make it
-    compiler news (a blog also posts board news and meeting programmes). The
-    weight itself (the strength of compiler news, once news) is the best one.
+    Whatever the source, the prior decides at most ``relevance_margin``: it
+    breaks a tie, but the entry's own text must make it compiler news (a
+    project's blog also posts board news and meeting programmes; a framework's
+    release may change only its Python API, a kernel library's patch release
+    only fix bugs: a release is news for what it changes). The weight itself
+    (the strength of compiler news, once news) is the best one.
     """
     found: set[str] = set()
     weight = decides = 0.0
@@ -142,8 +148,7 @@ def _prior(items: Iterable[Item], taxonomy: Taxonomy) -> tuple[list[str], float,
         found |= set(mine)
         own = max((taxonomy.source_prior[k] for k in mine), default=0.0)
         weight = max(weight, own)
-        decides = max(decides, own if item.kind == "github-releases"
-                      else min(own, taxonomy.relevance_margin))
+        decides = max(decides, min(own, taxonomy.relevance_margin))
     return sorted(found), weight, decides
 
 
@@ -152,7 +157,8 @@ def _totals(matched: Matches, titled: set[str], opening: set[str], figs: int, pr
     """The summed weights: relevance evidence, and each layer's (a title's phrases at ``title_share``).
 
     ``<layer>.specific`` is the heaviest of the layer's phrases in ``opening``
-    (the subject: a title or a summary's opening, :func:`_matches`).
+    (the subject: a title or a summary's opening, :func:`_matches`); ``subject`` is the
+    compiler evidence there: its core phrases and the heaviest evidence-layer phrase.
     """
     totals = {"core": _hits(matched, taxonomy.core)[1] + prior, "prior": prior,
               "negative": _hits(matched, taxonomy.negative)[1],
@@ -165,6 +171,8 @@ def _totals(matched: Matches, titled: set[str], opening: set[str], figs: int, pr
         totals[f"{lid}.specific"] = max((rule.phrases[p] for p in opening if p in rule.phrases),
                                         default=0.0)
     totals["layer_evidence"] = _layer_evidence(matched, taxonomy)
+    totals["subject"] = sum(taxonomy.core.get(p, 0.0) for p in opening) + max(
+        (totals[f"{lid}.specific"] for lid in taxonomy.evidence_layers), default=0.0)
     return totals
 
 
@@ -193,18 +201,22 @@ def relevance_distance(totals: Mapping[str, float], taxonomy: Taxonomy) -> float
     """How far the compiler evidence is from the relevance decision: >= 0 means compiler news.
 
     Compiler evidence is the core phrases plus the layers' share
-    (``layer_evidence``). Three conditions must hold: it reaches the threshold
-    with the part of the source prior that may decide (``prior_decides``: a
-    release's in full, a blog's at most the margin); it beats the negative evidence by the margin, where
-    the prior counts at most the margin (a prior breaks a tie, it never
-    outweighs negative evidence); and the titles are not a community/admin
-    post (``community`` at most its threshold). The distance is the smallest
+    (``layer_evidence``). Four conditions must hold: it reaches the threshold
+    with the part of the source prior that may decide (``prior_decides``, at
+    most the margin: :func:`_prior`); it beats the negative evidence by the
+    margin, where the prior counts at most the margin (a prior breaks a tie, it
+    never outweighs negative evidence); the subject names compiler work
+    (``subject`` reaches ``subject_evidence``: a long post's passing mentions do
+    not make it news); and the titles are not a community/admin post
+    (``community`` at most its threshold). The distance is the smallest
     slack. Compiler news is relevant when it also has a layer (:func:`decide`).
     """
     prior = totals.get("prior", 0.0)
     decides = min(prior, totals.get("prior_decides", prior))
     text = totals["core"] - prior + totals.get("layer_evidence", 0.0)
+    subject = totals.get("subject", taxonomy.subject_evidence)
     return min(text + decides - taxonomy.relevance_threshold,
+               subject - taxonomy.subject_evidence,
                text + min(prior, taxonomy.relevance_margin) - totals["negative"]
                - taxonomy.relevance_margin,
                taxonomy.community_threshold - totals.get("community", 0.0))

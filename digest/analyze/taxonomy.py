@@ -39,7 +39,8 @@ _TOP_KEYS = {"version", "relevance", "negative", "source_prior", "novelty", "lay
 _RELEVANCE_KEYS = {"threshold", "margin", "saturation", "layer_share", "triage_band", "core",
                    "layer_evidence", "layer_evidence_cap", "evidence_layers", "body_share",
                    "lead_chars", "title_share", "fallback_share", "secondary_weight",
-                   "subject_chars", "context_layers", "secondary_share", "max_layers"}
+                   "subject_chars", "context_layers", "secondary_share", "max_layers",
+                   "subject_evidence"}
 _COMMUNITY_KEYS = {"threshold", "phrases", "programmes"}
 _LAYER_KEYS = {"threshold", "phrases", "figure_weight", "max_figures", "roundup_threshold"}
 
@@ -211,6 +212,11 @@ class Taxonomy:
     # and no more than ``max_layers`` layers are kept, the strongest (0: no limit).
     secondary_share: float = 0.0
     max_layers: int = 0
+    # Compiler news names compiler work in its subject (a title or a summary's first
+    # ``subject_chars``): the core phrases there, the heaviest evidence-layer phrase there
+    # and the prior that may decide must reach this (0: off). A framework's release
+    # post or a library's announcement says "JIT" and "CUDA" further on.
+    subject_evidence: float = 0.0
 
 
 def _weights(table: object, where: str) -> dict[str, float]:
@@ -328,6 +334,7 @@ def build_taxonomy(data: Mapping[str, Any]) -> Taxonomy:
         context_layers=_layer_list(rel, "context_layers"),
         secondary_share=_number(rel, "secondary_share", "relevance", 0.0),
         max_layers=int(_number(rel, "max_layers", "relevance", 0.0)),
+        subject_evidence=_number(rel, "subject_evidence", "relevance", 0.0),
     )
 
 
