@@ -1,7 +1,7 @@
 """Classifier quality (rules mode): relevance P/R, layer micro-F1, per layer.
 
     .venv/bin/python bench/quality.py [--errors SPLIT] [--taxonomy PATH] [--no-final]
-        [--cv [--cv-on outside-tune|unseen-tune|dev+unseen-tune]]
+        [--cv [--cv-on outside-tune|unseen-tune|dev+unseen-tune]] [--model FILE]
 
 Two kinds of figures, printed apart:
 
@@ -33,8 +33,15 @@ built-in source alone.
 (``CV_GRID``), 5 folds by a stable hash of each item's id
 (:func:`_cross_validate`), over the outside readers' labels (``outside-tune``:
 every blind-labelled set's tuning half, the convention the never-tuned
-figures follow, 1-2 layers an entry), over unseen-tune alone, or, with ``--cv-on dev+unseen-tune``, pooled
-with dev (whose labels give 3-4): never on a final half, never on heldout.
+figures follow, 1-2 layers an entry), over unseen-tune alone, or, with
+``--cv-on dev+unseen-tune``, pooled with dev (whose labels give 3-4): never
+on a final half, never on heldout.
+
+``--model FILE`` measures with a learned relevance decision (a file in
+digest/data written by bench/train_relevance.py; ``--model ""`` with the
+rules alone) whatever the taxonomy's ``[relevance] model`` says; the expert
+order is always the built-in taxonomy's (the shipped model on, as the
+pipeline runs).
 
 Last, the order of the days' events against a compiler engineer's ranking
 (tests/test_expert_order.py, tests/data/expert_*.toml): the bundled sample days
@@ -64,7 +71,8 @@ from labelled import SPLITS, Example, Prediction, Quality, count, evaluate, load
 from test_expert_order import measure
 from test_expert_order import report as order_report
 
-from digest.analyze.classify import Classification, classify, decide, relevance_distance
+from digest.analyze.classify import Classification, classify, decide, news_margin
+from digest.analyze.learned import load_model
 from digest.analyze.taxonomy import Taxonomy, load_taxonomy
 
 UNSEEN = Path(__file__).resolve().parent / "data" / "unseen_labels.jsonl"
@@ -229,7 +237,7 @@ def predict_variants(examples: Sequence[Example], taxonomy: Taxonomy,
                     if k not in _LAYER_ONLY and not k.startswith("layers."))
         if key not in cache:
             cache[key] = [classify(e.item(), variant) for e in examples]
-        decided = (decide(v.totals, variant, relevance_distance(v.totals, variant) >= 0)
+        decided = (decide(v.totals, variant, news_margin(v.totals, v.evidence, variant) >= 0)
                    for v in cache[key])
         variants[values] = [(relevant, frozenset(layers)) for relevant, _, layers in decided]
     return variants
@@ -335,8 +343,13 @@ def main() -> int:
     parser.add_argument("--cv-on", choices=CV_SETS, default=CV_SETS[0],
                         help="the labels to cross-validate on: the outside readers' "
                              "(both tuning halves, the default; unseen-tune alone) or pooled with dev")
+    parser.add_argument("--model", default=None, metavar="FILE",
+                        help="the learned relevance model to measure with (\"\": the rules alone)")
     args = parser.parse_args()
     taxonomy = load_taxonomy(args.taxonomy)
+    if args.model is not None:
+        taxonomy = replace(taxonomy, model=load_model(args.model) if args.model else None)
+    print(f"######## relevance decided by {'the learned model' if taxonomy.model else 'the rules'}")
     if args.cv:
         _cross_validate(taxonomy, args.cv_on)
     _tuned(taxonomy, args.errors)

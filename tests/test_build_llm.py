@@ -8,12 +8,14 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
+from digest.analyze.taxonomy import load_taxonomy
 from digest.build import analyze
 from digest.build.pipeline import FALLBACK_NOTES, BuildOptions, build_digest
 from digest.domain.views import EventView
@@ -28,6 +30,9 @@ from tests.fake_llm import FakeLLM, Reply, Seen, answer, server_error
 
 MODEL = "fake-model"
 OPTIONS = BuildOptions(locales=("zh", "en"))
+# The triage tests run on the rules alone: NCCL and SHEETS are borderline by the rules' band
+# (tests/test_learned.py checks what borderline means with the shipped relevance model).
+RULES = replace(load_taxonomy(), model=None)
 
 
 def _respond(body: dict[str, Any]) -> Reply:
@@ -158,7 +163,7 @@ async def test_triage_promotes_and_demotes_borderline_events_in_one_call(
     await _borderline_day(sessions)
     llm_server.default = _judging(lambda title: "NCCL" in title)
     client = _client(llm_server, sessions)
-    report = await build_digest(sessions, DAY, OPTIONS, now=NOW, llm=client)
+    report = await build_digest(sessions, DAY, OPTIONS, now=NOW, llm=client, taxonomy=RULES)
     await client.aclose()
     assert len(_triage_requests(llm_server)) == 1
     asked = json.loads(_triage_requests(llm_server)[0].user)["items"]
@@ -178,7 +183,7 @@ async def test_triage_promotes_and_demotes_borderline_events_in_one_call(
 
     requests = len(llm_server.requests)
     client = _client(llm_server, sessions)
-    again = await build_digest(sessions, DAY, OPTIONS, now=NOW, llm=client, force=True)
+    again = await build_digest(sessions, DAY, OPTIONS, now=NOW, llm=client, taxonomy=RULES, force=True)
     await client.aclose()
     assert len(llm_server.requests) == requests, "a rebuild is served from the cache"
     assert again.tokens == 0 and again.triage == report.triage
@@ -191,7 +196,7 @@ async def test_triage_failure_keeps_the_rules_verdicts(
     await _borderline_day(sqlite_sessions)
     llm_server.default = lambda body: server_error(500) if _is_triage(body) else _respond(body)
     client = _client(llm_server, sqlite_sessions)
-    report = await build_digest(sqlite_sessions, DAY, OPTIONS, now=NOW, llm=client)
+    report = await build_digest(sqlite_sessions, DAY, OPTIONS, now=NOW, llm=client, taxonomy=RULES)
     await client.aclose()
     assert len(_triage_requests(llm_server)) == client.max_attempts
     assert report.created and report.triage == {"asked": 2, "answered": 0, "promoted": 0,
@@ -224,7 +229,7 @@ async def test_triage_is_asked_with_no_transaction_open(
 
     llm_server.default = respond
     client = _client(llm_server, sqlite_sessions)
-    report = await build_digest(sqlite_sessions, DAY, OPTIONS, now=NOW, llm=client)
+    report = await build_digest(sqlite_sessions, DAY, OPTIONS, now=NOW, llm=client, taxonomy=RULES)
     await client.aclose()
     assert writable == [True] and report.triage["promoted"] == 1
 
@@ -242,7 +247,7 @@ async def test_many_borderline_events_take_one_call_per_batch(
                         WINDOW.start + dt.timedelta(minutes=n + 1))
     llm_server.default = _judging(lambda title: "NCCL" in title)
     client = _client(llm_server, sqlite_sessions)
-    report = await build_digest(sqlite_sessions, DAY, BuildOptions(), now=NOW, llm=client)
+    report = await build_digest(sqlite_sessions, DAY, BuildOptions(), now=NOW, llm=client, taxonomy=RULES)
     await client.aclose()
     triaged = _triage_requests(llm_server)
     assert len(triaged) == calls

@@ -48,6 +48,17 @@ def taxonomy() -> Taxonomy:
     return load_taxonomy()
 
 
+@pytest.fixture(scope="module")
+def rules(taxonomy: Taxonomy) -> Taxonomy:
+    """The rules alone: the shipped taxonomy's learned relevance model off.
+
+    The tests of the rules' own mechanisms (a prior on weak text, the subject
+    rule, the fallback layer, the triage band) use it; tests/test_learned.py
+    covers the model's decision.
+    """
+    return replace(taxonomy, model=None)
+
+
 def item(title: str, summary: str = "", *, kind: str = "arxiv", key: str = "arxiv-cs.lg",
          **extra: object) -> Item:
     return Item(1, key, key, 0.6, kind, title, summary, None, **extra)  # type: ignore[arg-type]
@@ -126,17 +137,17 @@ def test_strong_compiler_evidence_outweighs_ml_context(taxonomy: Taxonomy) -> No
     assert verdict.relevant
 
 
-def test_compiler_project_feed_is_relevant_on_weak_text(taxonomy: Taxonomy) -> None:
+def test_compiler_project_feed_is_relevant_on_weak_text(rules: Taxonomy) -> None:
     weak = item("LLVM Weekly - #612", "This week: faster CUDA graph capture and RFCs.",
                 kind="rss", key="llvm-weekly")
-    assert classify(weak, taxonomy).relevant
-    assert classify(weak, taxonomy).evidence["source_prior"] == ["llvm-weekly"]
+    assert classify(weak, rules).relevant
+    assert classify(weak, rules).evidence["source_prior"] == ["llvm-weekly"]
     release = item("v3.4.0", "Bug fixes for warp specialization.", kind="github-releases",
                    key="gh-mine", repo="triton-lang/triton", tag="v3.4.0")
-    assert classify(release, taxonomy).relevant
+    assert classify(release, rules).relevant
     unknown = item("v1.0.0", "Bug fixes for warp specialization.", kind="github-releases",
                    key="gh-mine", repo="a/b")
-    assert not classify(unknown, taxonomy).relevant
+    assert not classify(unknown, rules).relevant
 
 
 @pytest.mark.parametrize("entry", [
@@ -202,17 +213,17 @@ _IN_PASSING = ("Further down the list: the JIT compiler now supports more operat
 
 
 @pytest.fixture(scope="module")
-def subject_rule(taxonomy: Taxonomy) -> Taxonomy:
-    """The taxonomy with the subject rule on (it ships off: see subject_evidence in taxonomy.toml)."""
-    return replace(taxonomy, subject_evidence=2.5)
+def subject_rule(rules: Taxonomy) -> Taxonomy:
+    """The rules with the subject rule on (it ships off: see subject_evidence in taxonomy.toml)."""
+    return replace(rules, subject_evidence=2.5)
 
 
-def test_compiler_words_only_further_on_do_not_make_a_post_news(taxonomy: Taxonomy,
+def test_compiler_words_only_further_on_do_not_make_a_post_news(rules: Taxonomy,
                                                                 subject_rule: Taxonomy) -> None:
     filler = "The release also brings faster data loading and new tutorials for beginners. " * 8
     later = item("Library 2.0 released", _RELEASE_OPENING + filler + _IN_PASSING, kind="rss", key="blog")
-    assert len(_RELEASE_OPENING + filler) > taxonomy.subject_chars
-    assert classify(later, taxonomy).relevant, "without the rule the passing mentions make it news"
+    assert len(_RELEASE_OPENING + filler) > rules.subject_chars
+    assert classify(later, rules).relevant, "without the rule the passing mentions make it news"
     verdict = classify(later, subject_rule)
     assert not verdict.relevant and verdict.totals["subject"] < subject_rule.subject_evidence
     # the same words in the opening: the post is about them
@@ -364,16 +375,16 @@ def test_a_roundup_needs_less_evidence_per_layer(taxonomy: Taxonomy) -> None:
     assert "benchmark" not in weekly.layers, "a roundup is no evaluation"
 
 
-def test_compiler_news_just_short_of_a_layer_takes_its_nearest(taxonomy: Taxonomy) -> None:
+def test_compiler_news_just_short_of_a_layer_takes_its_nearest(rules: Taxonomy) -> None:
     """Never a hardware or benchmark layer: those never make compiler news."""
     eager = classify(item("What our compiler does", "It runs eager PyTorch code too.",
-                          kind="rss", key="blog"), taxonomy)
-    share = eager.totals["frontend"] / taxonomy.layers["frontend"].threshold
-    assert taxonomy.fallback_share <= share < 1, "front-end evidence just short"
+                          kind="rss", key="blog"), rules)
+    share = eager.totals["frontend"] / rules.layers["frontend"].threshold
+    assert rules.fallback_share <= share < 1, "front-end evidence just short"
     assert eager.relevant and eager.layers == ("frontend",)
-    chips = classify(item("Our compiler", "It runs on NVIDIA CPUs.", kind="rss", key="blog"), taxonomy)
-    share = chips.totals["hardware_backend"] / taxonomy.layers["hardware_backend"].threshold
-    assert taxonomy.fallback_share <= share < 1, "hardware evidence just short"
+    chips = classify(item("Our compiler", "It runs on NVIDIA CPUs.", kind="rss", key="blog"), rules)
+    share = chips.totals["hardware_backend"] / rules.layers["hardware_backend"].threshold
+    assert rules.fallback_share <= share < 1, "hardware evidence just short"
     assert (chips.relevant, chips.layers) == (False, ())
 
 
@@ -557,8 +568,12 @@ def test_labelled_set_covers_every_layer_and_has_hard_negatives() -> None:
     assert all(not e.layers for e in examples if not e.relevant)
 
 
+# dev with the learned relevance model (shipped on): micro-F1 0.941 -> 0.934 and recall 1.000 ->
+# 0.988, measured: the model rejects one dev entry the rules call news ("SPMD Partitioning of
+# Convolutions with Halo Exchange in a Graph Compiler": the outside-labelled JAX sharding
+# release notes it also trains on teach it that a distributed subject is rarely news).
 @pytest.mark.parametrize(("name", "micro_f1", "precision", "recall"), [
-    ("dev", 0.935, 0.99, 0.99),
+    ("dev", 0.93, 0.99, 0.985),
     ("all", 0.89, 0.97, 0.99),
     ("heldout", 0.885, 0.99, 0.99),
     ("heldout2", 0.845, 0.93, 0.99),
@@ -693,10 +708,10 @@ def test_triage_band_is_taxonomy_data(taxonomy: Taxonomy, tmp_path: Path) -> Non
         load_taxonomy(_broken(tmp_path, "triage_band = 1.5", "triage_band = -1"))
 
 
-def test_relevance_distance_is_the_rules_decision(taxonomy: Taxonomy) -> None:
+def test_relevance_distance_is_the_rules_decision(rules: Taxonomy) -> None:
     for example in load():
-        verdict = classify(example.item(), taxonomy)
-        compiler_news = relevance_distance(verdict.totals, taxonomy) >= 0
+        verdict = classify(example.item(), rules)
+        compiler_news = relevance_distance(verdict.totals, rules) >= 0
         assert (compiler_news and bool(verdict.layers)) is verdict.relevant
 
 
@@ -708,12 +723,12 @@ def test_relevance_distance_is_the_rules_decision(taxonomy: Taxonomy) -> None:
     (NO_LAYER, False, False),  # compiler news, but weak and without a layer: nothing to ask
 ])
 def test_borderline_means_close_to_the_decision_on_either_side(
-    taxonomy: Taxonomy, entry: Item, relevant: bool, borderline: bool
+    rules: Taxonomy, entry: Item, relevant: bool, borderline: bool
 ) -> None:
-    verdict = classify(entry, taxonomy)
+    verdict = classify(entry, rules)
     assert verdict.relevant is relevant
-    assert is_borderline(verdict, taxonomy) is borderline
-    assert abs(relevance_distance(verdict.totals, taxonomy)) < taxonomy.triage_band or not borderline
+    assert is_borderline(verdict, rules) is borderline
+    assert abs(relevance_distance(verdict.totals, rules)) < rules.triage_band or not borderline
 
 
 def test_a_zero_band_makes_nothing_borderline(taxonomy: Taxonomy) -> None:

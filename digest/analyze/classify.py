@@ -21,6 +21,10 @@ in a title or lead), and a relevant entry always has one: readers choose layers,
 none would reach nobody who filters and show an empty layer row to everyone
 else. Compiler news whose layer evidence falls just short takes its nearest
 compiler layer (``fallback_share``), never hardware or benchmark.
+
+With ``[relevance] model`` set, a learned model over these totals decides
+whether an entry is compiler news (:func:`news_margin`, digest/analyze/learned.py);
+the layers, the community rule and the strength stay the rules'.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from digest.analyze.learned import KINDS, probability
 from digest.analyze.taxonomy import Taxonomy, figures, measurements, tokenize
 from digest.domain.items import Item
 from digest.domain.layers import LAYER_IDS
@@ -222,13 +227,26 @@ def relevance_distance(totals: Mapping[str, float], taxonomy: Taxonomy) -> float
                taxonomy.community_threshold - totals.get("community", 0.0))
 
 
+def news_margin(totals: Mapping[str, float], evidence: Mapping[str, Sequence[str]],
+                taxonomy: Taxonomy) -> float:
+    """How far an entry is from the relevance decision: >= 0 means compiler news.
+
+    The rules' :func:`relevance_distance`, or with a learned model
+    (``taxonomy.model``, digest/analyze/learned.py) its P(relevant) minus its
+    threshold. Either way a community/admin post is never news.
+    """
+    distance = relevance_distance(totals, taxonomy)
+    model = taxonomy.model
+    if model is None:
+        return distance
+    if is_community(totals, taxonomy):
+        return taxonomy.community_threshold - totals.get("community", 0.0)
+    return probability(totals, evidence, distance, model) - model.threshold
+
+
 def is_community(totals: Mapping[str, float], taxonomy: Taxonomy) -> bool:
     """Whether the titles make this a community/admin post (never news, whatever the source)."""
     return totals.get("community", 0.0) > taxonomy.community_threshold
-
-
-def _is_relevant(totals: Mapping[str, float], taxonomy: Taxonomy) -> bool:
-    return relevance_distance(totals, taxonomy) >= 0
 
 
 def _strength(totals: Mapping[str, float], taxonomy: Taxonomy) -> float:
@@ -311,11 +329,12 @@ def classify_text(text: str, taxonomy: Taxonomy, *, prior: float = 0.0,
 
 def _classify(leads: Sequence[tuple[str, str]], taxonomy: Taxonomy, *, prior: float,
               titles: Sequence[str], body: str,
-              prior_decides: float | None = None) -> Classification:
+              prior_decides: float | None = None, kinds: Sequence[str] = ()) -> Classification:
     """Classify entries' titles and summaries (``leads``) and their joined bodies.
 
     ``prior_decides``: how much of ``prior`` may count towards the relevance
-    threshold (:func:`_prior`; None: all of it).
+    threshold (:func:`_prior`; None: all of it). ``kinds``: the entries' kinds,
+    recorded in the totals as ``kind.<arxiv|blog|release>`` (the learned model reads them).
     """
     roundup = _title_weight(titles, taxonomy.roundup, taxonomy)
     matched, titled, opening = _matches(leads, body, taxonomy,
@@ -327,8 +346,9 @@ def _classify(leads: Sequence[tuple[str, str]], taxonomy: Taxonomy, *, prior: fl
     totals["prior_decides"] = prior if prior_decides is None else prior_decides
     totals["community"] = _community(titles, taxonomy)
     totals["roundup"] = roundup
-    relevant, strength, layers = decide(totals, taxonomy, _is_relevant(totals, taxonomy))
+    totals.update({f"kind.{KINDS[kind]}": 1.0 for kind in kinds if kind in KINDS})
     evidence = _evidence(matched, figs, measures, taxonomy)
+    relevant, strength, layers = decide(totals, taxonomy, news_margin(totals, evidence, taxonomy) >= 0)
     return Classification(relevant, strength, layers, evidence, totals)
 
 
@@ -364,7 +384,7 @@ def classify_items(items: Sequence[Item], taxonomy: Taxonomy) -> Classification:
     body = "\n\n".join(dict.fromkeys(item.body_beyond_summary for item in items
                                      if item.body_beyond_summary))
     result = _classify(leads, taxonomy, prior=prior, titles=[item.title for item in items],
-                       body=body, prior_decides=decides)
+                       body=body, prior_decides=decides, kinds=[item.kind for item in items])
     if prior_keys:
         result.evidence["source_prior"] = prior_keys
     return result
@@ -376,17 +396,22 @@ def classify(item: Item, taxonomy: Taxonomy) -> Classification:
 
 
 def is_borderline(verdict: Classification, taxonomy: Taxonomy) -> bool:
-    """Whether the rules' relevance decision is a close call worth a second opinion.
+    """Whether the relevance decision is a close call worth a second opinion.
 
     Close means the compiler evidence lies within ``taxonomy.triage_band`` of the
     decision (:func:`relevance_distance`), on either side: not relevant but close,
     or relevant but weak. A band of 0 makes nothing borderline, and so does the
     lack of a layer: no answer could make such an event relevant (:func:`decide`);
-    nor is a community/admin post (no second opinion makes it news).
+    nor is a community/admin post (no second opinion makes it news). With a
+    learned model (``taxonomy.model``) close means P(relevant) within the
+    model's band of its threshold (:func:`news_margin`); the trainer sets the band so
+    that as many entries are borderline as under the rules' band.
     """
-    if not layers_of(verdict.totals, taxonomy) or is_community(verdict.totals, taxonomy):
+    if taxonomy.triage_band <= 0 or not layers_of(verdict.totals, taxonomy) or is_community(
+            verdict.totals, taxonomy):
         return False
-    return abs(relevance_distance(verdict.totals, taxonomy)) < taxonomy.triage_band
+    band = taxonomy.model.band if taxonomy.model else taxonomy.triage_band
+    return abs(news_margin(verdict.totals, verdict.evidence, taxonomy)) < band
 
 
 def with_verdict(verdict: Classification, relevant: bool, taxonomy: Taxonomy) -> Classification:

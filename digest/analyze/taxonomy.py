@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from digest.analyze.figures import extract_figures, normalise
+from digest.analyze.learned import RelevanceModel, load_model
 from digest.domain.errors import ConfigError
 from digest.domain.layers import LAYER_IDS
 from digest.resources import data_dir
@@ -40,7 +41,7 @@ _RELEVANCE_KEYS = {"threshold", "margin", "saturation", "layer_share", "triage_b
                    "layer_evidence", "layer_evidence_cap", "evidence_layers", "body_share",
                    "lead_chars", "title_share", "fallback_share", "secondary_weight",
                    "subject_chars", "context_layers", "secondary_share", "max_layers",
-                   "subject_evidence"}
+                   "subject_evidence", "model"}
 _COMMUNITY_KEYS = {"threshold", "phrases", "programmes"}
 _LAYER_KEYS = {"threshold", "phrases", "figure_weight", "max_figures", "roundup_threshold"}
 
@@ -217,6 +218,9 @@ class Taxonomy:
     # and the prior that may decide must reach this (0: off). A framework's release
     # post or a library's announcement says "JIT" and "CUDA" further on.
     subject_evidence: float = 0.0
+    # The learned relevance decision over these rules' evidence (``[relevance] model``, a file
+    # in the package's data folder; "" or absent: the rules decide). See digest/analyze/learned.py.
+    model: RelevanceModel | None = None
 
 
 def _weights(table: object, where: str) -> dict[str, float]:
@@ -335,7 +339,16 @@ def build_taxonomy(data: Mapping[str, Any]) -> Taxonomy:
         secondary_share=_number(rel, "secondary_share", "relevance", 0.0),
         max_layers=int(_number(rel, "max_layers", "relevance", 0.0)),
         subject_evidence=_number(rel, "subject_evidence", "relevance", 0.0),
+        model=_model(rel),
     )
+
+
+def _model(rel: Mapping[str, Any]) -> RelevanceModel | None:
+    """The learned relevance model ``[relevance] model`` names (None for "" or none)."""
+    name = rel.get("model", "")
+    if not isinstance(name, str):
+        raise ConfigError("taxonomy: [relevance] model must be a file name (\"\" for none)")
+    return load_model(name) if name else None
 
 
 def default_taxonomy_path() -> Path:
