@@ -27,7 +27,8 @@ blog posts; ``releases``, CUTLASS and JAX releases and IREE blog posts; the
 first set has none of these sources) are split the same way into
 ``<name>-tune`` (``--errors <name>-tune``) and ``<name>-final`` (never tuned
 on, never listed; left out with ``--no-final``), each also printed for one
-built-in source alone.
+built-in source alone. Last of the blind-labelled figures, every final half
+pooled: the one never-tuned figure over all the sources.
 
 ``--cv`` first cross-validates the knobs that are chosen by cross-validation
 (``CV_GRID``), 5 folds by a stable hash of each item's id
@@ -145,6 +146,11 @@ def _never_tuned(taxonomy: Taxonomy, errors: str | None, final: bool = True) -> 
                 print("\n".join(quality.errors))
     for named in LATER_SETS:
         _later_set(named, taxonomy, errors, final)
+    if final:
+        finals = [e for e in unseen if e.split == "unseen-final"]
+        finals += [e for named in LATER_SETS for e in load_later(named) if e.split == f"{named}-final"]
+        print("######## every final half pooled (never tuned on)")
+        print(report("finals-pooled", evaluate(finals, taxonomy)))
 
 
 def load_later(named: str) -> list[Example]:
