@@ -61,7 +61,7 @@ import math
 import statistics
 import sys
 import tempfile
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -76,7 +76,8 @@ from digest.analyze.classify import Classification, classify, decide, news_margi
 from digest.analyze.learned import load_model
 from digest.analyze.taxonomy import Taxonomy, load_taxonomy
 
-UNSEEN = Path(__file__).resolve().parent / "data" / "unseen_labels.jsonl"
+_DATA = Path(__file__).resolve().parent / "data"
+UNSEEN = _DATA / "unseen_labels.jsonl"
 UNSEEN_HALVES = ("unseen-tune", "unseen-final")
 # Later sets labelled blind (each name's labels in bench/data/<file>), from sources the first
 # set lacks: PyTorch and TVM blog posts; CUTLASS and JAX releases (the changelogs' sections, as
@@ -86,7 +87,6 @@ UNSEEN_HALVES = ("unseen-tune", "unseen-final")
 # shown for the named built-in source alone.
 LATER_SETS: dict[str, tuple[str, str]] = {"blogs": ("blog_labels.jsonl", "pytorch-blog"),
                                           "releases": ("release_labels.jsonl", "gh-jax")}
-_DATA = Path(__file__).resolve().parent / "data"
 _BUILT_IN = ("pytorch-blog", "gh-cutlass", "gh-jax")  # the later sets' sources the pipeline has
 _KIND_KEYS = {"arxiv": "arxiv-cs.pl", "rss": "blog", "atom": "blog",
               "github-releases": "gh-unknown"}
@@ -104,17 +104,17 @@ def _source_key(row: dict[str, object]) -> str:
     return _KIND_KEYS[str(row["source_kind"])]
 
 
-def unseen_half(item_id: str) -> str:
-    """``unseen-tune`` or ``unseen-final``: the first byte of SHA-256 of the item's id."""
+def unseen_half(item_id: str, named: str = "unseen") -> str:
+    """``<named>-tune`` or ``<named>-final``: the first byte of SHA-256 of the item's id."""
     digest = hashlib.sha256(item_id.encode("utf-8")).digest()
-    return "unseen-tune" if digest[0] < 128 else "unseen-final"
+    return f"{named}-tune" if digest[0] < 128 else f"{named}-final"
 
 
 def load_unseen(path: Path = UNSEEN, named: str = "unseen") -> list[Example]:
     """The blind-labelled examples, each with its half (``<named>-tune`` or ``<named>-final``) as split."""
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     return [Example(r["title"], r["summary"] or "", r["source_kind"], bool(r["relevant"]),
-                    frozenset(r["layers"]), unseen_half(str(r["id"])).replace("unseen", named),
+                    frozenset(r["layers"]), unseen_half(str(r["id"]), named),
                     _source_key(r), str(r["id"]))
             for r in rows]
 
@@ -132,20 +132,13 @@ def _tuned(taxonomy: Taxonomy, errors: str | None) -> None:
 def _never_tuned(taxonomy: Taxonomy, errors: str | None, final: bool = True) -> None:
     print("######## unseen set (bench/data/unseen_labels.jsonl), in two halves")
     unseen = load_unseen()
-    for half in UNSEEN_HALVES if final else UNSEEN_HALVES[:1]:
-        examples = [e for e in unseen if e.split == half]
-        sets = {half: examples,
-                f"{half}-without-llvm-weekly": [e for e in examples
-                                                if e.source_key != "llvm-weekly"],
-                f"{half}-llvm-weekly-only": [e for e in examples
-                                             if e.source_key == "llvm-weekly"]}
-        for name, subset in sets.items():
-            quality = evaluate(subset, taxonomy)
-            print(report(name, quality))
-            if errors == name == "unseen-tune":  # never the final half's
-                print("\n".join(quality.errors))
-    for named in LATER_SETS:
-        _later_set(named, taxonomy, errors, final)
+    _halves("unseen", unseen, {"without-llvm-weekly": lambda e: e.source_key != "llvm-weekly",
+                               "llvm-weekly-only": lambda e: e.source_key == "llvm-weekly"},
+            taxonomy, errors, final)
+    for named, (file, source) in LATER_SETS.items():
+        print(f"######## {named}: labelled blind (bench/data/{file}), in two halves")
+        _halves(named, load_later(named), {source: lambda e, source=source: e.source_key == source},
+                taxonomy, errors, final)
     if final:
         finals = [e for e in unseen if e.split == "unseen-final"]
         finals += [e for named in LATER_SETS for e in load_later(named) if e.split == f"{named}-final"]
@@ -158,18 +151,20 @@ def load_later(named: str) -> list[Example]:
     return load_unseen(_DATA / LATER_SETS[named][0], named)
 
 
-def _later_set(named: str, taxonomy: Taxonomy, errors: str | None, final: bool) -> None:
-    """A later set's halves, each overall and for its built-in source alone (errors: the tuning half's)."""
-    source = LATER_SETS[named][1]
-    print(f"######## {named}: labelled blind (bench/data/{LATER_SETS[named][0]}), in two halves")
-    examples = load_later(named)
+def _halves(named: str, examples: Sequence[Example], subsets: Mapping[str, Callable[[Example], bool]],
+            taxonomy: Taxonomy, errors: str | None, final: bool) -> None:
+    """A set's tuning half (and its final half, if ``final``), each whole and in ``subsets``.
+
+    ``errors`` lists the misclassified entries of the tuning half only, never the final half's.
+    """
     for half in (f"{named}-tune", f"{named}-final") if final else (f"{named}-tune",):
         chosen = [e for e in examples if e.split == half]
-        sets = {half: chosen, f"{half}-{source}": [e for e in chosen if e.source_key == source]}
+        sets = {half: chosen, **{f"{half}-{suffix}": [e for e in chosen if keep(e)]
+                                 for suffix, keep in subsets.items()}}
         for name, subset in sets.items():
             quality = evaluate(subset, taxonomy)
             print(report(name, quality))
-            if errors == name == f"{named}-tune":  # never the final half's
+            if errors == name == f"{named}-tune":
                 print("\n".join(quality.errors))
 
 
@@ -260,10 +255,15 @@ def _figures(quality: Quality) -> str:
             f"R {quality.micro.recall:.3f})")
 
 
+def mean_and_error(gains: Sequence[float]) -> tuple[float, float]:
+    """The mean of paired per-fold gains and its standard error (0 for one fold)."""
+    mean = statistics.fmean(gains)
+    return mean, statistics.stdev(gains) / math.sqrt(len(gains)) if len(gains) > 1 else 0.0
+
+
 def _gain(gains: Sequence[float]) -> str:
     """Paired per-fold gains over the taxonomy's: mean, standard error, folds that gain."""
-    mean = statistics.fmean(gains)
-    error = statistics.stdev(gains) / math.sqrt(len(gains)) if len(gains) > 1 else 0.0
+    mean, error = mean_and_error(gains)
     return (f"gain {mean:+.3f} (se {error:.3f}, {sum(g > 0 for g in gains)}/{len(gains)} folds "
             f"up{', clear' if mean > 2 * error and mean > 0 else ''})")
 

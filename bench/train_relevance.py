@@ -56,10 +56,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from labelled import Example, Prediction, Quality, count, load
-from quality import CV_FOLDS, _gain, _objective, cv_examples, cv_fold
+from quality import CV_FOLDS, _gain, _objective, cv_examples, cv_fold, mean_and_error
 
 from digest.analyze.classify import classify, decide, is_community, layers_of, relevance_distance
-from digest.analyze.learned import FEATURES, features, model_from
+from digest.analyze.learned import FEATURES, RelevanceModel, features, model_from, sigmoid
 from digest.analyze.taxonomy import Taxonomy, load_taxonomy
 from digest.resources import data_dir
 
@@ -146,10 +146,6 @@ def _solve(matrix: list[list[float]], vector: list[float]) -> list[float]:
     return x
 
 
-def _sigmoid(z: float) -> float:
-    return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
-
-
 def standardise(xs: Sequence[Sequence[float]]) -> tuple[list[float], list[float]]:
     """Each feature's mean and scale (population standard deviation; 1 for a constant)."""
     n = len(xs)
@@ -174,7 +170,7 @@ def fit(xs: Sequence[Sequence[float]], ys: Sequence[bool], lam: float,
     w = [0.0] * (d + 1)  # the last is the bias
     for _ in range(steps):
         z = [math.fsum(map(operator.mul, w, point)) for point in zip(*cols, strict=True)]
-        p = [_sigmoid(v) for v in z]
+        p = [sigmoid(v) for v in z]
         residual = [pi - t for pi, t in zip(p, target, strict=True)]
         s = [pi * (1.0 - pi) for pi in p]
         grad = [math.fsum(map(operator.mul, col, residual)) / n + (lam * w[j] if j < d else 0.0)
@@ -189,12 +185,12 @@ def fit(xs: Sequence[Sequence[float]], ys: Sequence[bool], lam: float,
 
 
 def probabilities(params: dict[str, list[float] | float], xs: Sequence[Sequence[float]]) -> list[float]:
-    """P(relevant) of each feature vector under the fitted parameters."""
+    """P(relevant) of each feature vector under the fitted parameters (as the shipped model computes it)."""
     means, scales, weights = (params[k] for k in ("means", "scales", "weights"))
     assert isinstance(means, list) and isinstance(scales, list) and isinstance(weights, list)
-    bias = float(params["bias"])  # type: ignore[arg-type]
-    return [_sigmoid(bias + math.fsum(w * (v - m) / s for w, v, m, s in
-                                      zip(weights, x, means, scales, strict=True))) for x in xs]
+    model = RelevanceModel(FEATURES, tuple(means), tuple(scales), tuple(weights),
+                           float(params["bias"]), threshold=0.5, band=0.0)  # type: ignore[arg-type]
+    return [model.probability(x) for x in xs]
 
 
 # --- scoring and choosing
@@ -320,8 +316,7 @@ def cross_validate(examples: Sequence[Example], rows: Sequence[Row], copies: Cop
                   f"{mine.micro.f1:.3f}; rules {_prf(theirs)}, layer F1 {theirs.micro.f1:.3f}")
     print(f"== relevance F1: {_gain(gains_f1)}")
     print(f"== objective:    {_gain(gains_obj)}")
-    mean_f1, mean_obj = (math.fsum(g) / len(g) for g in (gains_f1, gains_obj))
-    se_f1, se_obj = (_se(g) for g in (gains_f1, gains_obj))
+    (mean_f1, se_f1), (mean_obj, se_obj) = mean_and_error(gains_f1), mean_and_error(gains_obj)
     length = length_check(rows, probes, full_p, cut_p)
     return {"folds": per_fold, "length": length,
             "learned": _figures(learned), "rules": _figures(base),
@@ -365,11 +360,6 @@ def length_check(rows: Sequence[Row], probes: Mapping[int, Mapping[int, Row]],
               f"relevant verdict lost/gained: learned {row['learned_lost']}/"
               f"{row['learned_gained']}, rules {row['rules_lost']}/{row['rules_gained']}")
     return figures
-
-
-def _se(gains: Sequence[float]) -> float:
-    mean = math.fsum(gains) / len(gains)
-    return math.sqrt(math.fsum((g - mean) ** 2 for g in gains) / (len(gains) - 1) / len(gains))
 
 
 def _figures(quality: Quality) -> dict[str, float]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
@@ -41,6 +40,7 @@ from digest.ingest.sources import load_sources
 from digest.store.db import SessionFactory
 from digest.store.models import Event
 from digest.store.queries import load_view
+from tests.bench_modules import bench_module
 
 
 @pytest.fixture(scope="module")
@@ -588,12 +588,7 @@ def test_quality_does_not_regress(
 
 
 def _quality_bench() -> ModuleType:
-    path = Path(__file__).resolve().parent.parent / "bench" / "quality.py"
-    spec = importlib.util.spec_from_file_location("quality_bench", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("quality")
 
 
 def test_the_unseen_set_splits_by_a_stable_hash_of_the_id() -> None:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
@@ -29,6 +27,7 @@ from digest.analyze.taxonomy import Taxonomy, default_taxonomy_path, load_taxono
 from digest.domain.errors import ConfigError
 from digest.domain.items import Item
 from digest.domain.layers import LAYER_IDS
+from tests.bench_modules import bench_module
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "relevance_model.json"
@@ -41,13 +40,7 @@ def taxonomy() -> Taxonomy:
 
 @pytest.fixture(scope="module")
 def trainer() -> ModuleType:
-    path = ROOT / "bench" / "train_relevance.py"
-    spec = importlib.util.spec_from_file_location("train_relevance", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("train_relevance")
 
 
 def test_features_of_a_hand_made_classification() -> None:

@@ -41,6 +41,11 @@ FEATURES: tuple[str, ...] = (
 )
 
 
+def sigmoid(z: float) -> float:
+    """The logistic function, without overflow for large negative ``z``."""
+    return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
+
+
 def _saturated(value: float) -> float:
     """1 - exp(-value / scale) of a non-negative total: 0 for none, towards 1 for much."""
     return 1.0 - math.exp(-max(0.0, value) / _SCALE)
@@ -95,7 +100,7 @@ class RelevanceModel:
         """P(relevant) of one feature vector (in :attr:`features` order)."""
         z = self.bias + math.fsum(w * (v - m) / s for w, v, m, s in
                                   zip(self.weights, values, self.means, self.scales, strict=True))
-        return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
+        return sigmoid(z)
 
 
 def model_from(data: Mapping[str, object], where: str = "relevance model") -> RelevanceModel:

@@ -214,9 +214,9 @@ class Taxonomy:
     secondary_share: float = 0.0
     max_layers: int = 0
     # Compiler news names compiler work in its subject (a title or a summary's first
-    # ``subject_chars``): the core phrases there, the heaviest evidence-layer phrase there
-    # and the prior that may decide must reach this (0: off). A framework's release
-    # post or a library's announcement says "JIT" and "CUDA" further on.
+    # ``subject_chars``): the core phrases there and the heaviest evidence-layer phrase
+    # there must reach this (0: off). A framework's release post or a library's
+    # announcement says "JIT" and "CUDA" further on.
     subject_evidence: float = 0.0
     # The learned relevance decision over these rules' evidence (``[relevance] model``, a file
     # in the package's data folder; "" or absent: the rules decide). See digest/analyze/learned.py.
