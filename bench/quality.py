@@ -1,48 +1,45 @@
-"""Classifier quality (rules mode): relevance P/R, layer micro-F1, per layer.
+"""Classifier quality: relevance P/R, layer micro-F1, per layer, on every labelled set.
 
-    .venv/bin/python bench/quality.py [--errors SPLIT] [--taxonomy PATH] [--no-final]
+    .venv/bin/python bench/quality.py [--errors SET] [--taxonomy PATH] [--no-final]
         [--cv [--cv-on outside-tune|unseen-tune|dev+unseen-tune]] [--model FILE]
 
-Two kinds of figures, printed apart:
+The sets, printed apart, from the most tuned on to the never tuned on:
 
-- the tuned sets, tests/data/labelled.jsonl: ``dev`` is tuned on; ``heldout``
-  and ``heldout2`` (``heldout-all``: both) were already looked at, so they are
-  no longer independent;
-- the never-tuned set, bench/data/unseen_labels.jsonl, labelled blind by
-  someone who never saw the classifier: overall, and without the LLVM Weekly
-  roundups (long multi-topic issues). Its errors are never listed: reading
-  them would make it one more tuned set.
+- the project's own labels, tests/data/labelled.jsonl: ``dev`` is tuned on;
+  ``heldout`` and ``heldout2`` (``heldout-all``: both) were looked at long ago;
+- the first blind-labelled sets, each by one reader who never saw the
+  classifier: bench/data/unseen_labels.jsonl (LLVM blog and Weekly, arXiv,
+  unrelated feeds), blog_labels.jsonl (PyTorch and TVM posts) and
+  release_labels.jsonl (CUTLASS and JAX releases, IREE posts). Each is split in
+  halves by the first byte of SHA-256 of the item's id (:func:`unseen_half`:
+  below 128 ``<name>-tune``, else ``<name>-final``), each also shown for one
+  source alone. Until stop 20 the final halves were never tuned on; stop 21
+  read every half's errors while choosing its changes, so all of them are tuned
+  on now (the halves are kept so that earlier figures stay comparable);
+- the sets labelled by two readers each (:data:`DOUBLE_SETS`), blind, under
+  one written guide (bench/data/labelling_guide.md), every disagreement
+  adjudicated by a third reader who saw both: ``double-1`` is tuned on (after
+  one print with the classifier of stop 20), ``double-2`` never: its errors
+  are never listed, ``--no-final`` leaves it out while tuning (print it once,
+  at the end of a round of work). Each prints the classifier against the
+  adjudicated labels, whole and per kind (arXiv, blogs, releases), then how
+  far the two readers agree with each other, with the adjudicated labels, and
+  the classifier with each reader: what one person's labels allow.
 
-The never-tuned set is split in two halves by a stable hash of each item's
-``id`` (its URL): the first byte of SHA-256(id) below 128 puts the item in
-``unseen-tune``, otherwise in ``unseen-final`` (:func:`unseen_half`; no
-randomness, no dependence on file order). ``unseen-tune`` may be tuned on
-(``--errors unseen-tune`` lists its errors); ``unseen-final`` is never tuned
-on and its errors are never printed: it is the only never-tuned figure.
-While tuning, ``--no-final`` leaves its figures out too (print them once, at
-the end of a round of work).
-
-Later blind-labelled sets (:data:`LATER_SETS`: ``blogs``, PyTorch and TVM
-blog posts; ``releases``, CUTLASS and JAX releases and IREE blog posts; the
-first set has none of these sources) are split the same way into
-``<name>-tune`` (``--errors <name>-tune``) and ``<name>-final`` (never tuned
-on, never listed; left out with ``--no-final``), each also printed for one
-built-in source alone. Last of the blind-labelled figures, every final half
-pooled: the one never-tuned figure over all the sources.
+``--errors SET`` lists the misclassified entries of a tuned set (never of
+``double-2``).
 
 ``--cv`` first cross-validates the knobs that are chosen by cross-validation
 (``CV_GRID``), 5 folds by a stable hash of each item's id
-(:func:`_cross_validate`), over the outside readers' labels (``outside-tune``:
-every blind-labelled set's tuning half, the convention the never-tuned
-figures follow, 1-2 layers an entry), over unseen-tune alone, or, with
-``--cv-on dev+unseen-tune``, pooled with dev (whose labels give 3-4): never
-on a final half, never on heldout.
+(:func:`_cross_validate`), over the first outside readers' labels
+(``outside-tune``: every single-reader set's tuning half, 1-2 layers an
+entry), over unseen-tune alone, or, with ``--cv-on dev+unseen-tune``, pooled
+with dev (whose labels give 3-4).
 
 ``--model FILE`` measures with a learned relevance decision (a file in
 digest/data written by bench/train_relevance.py; ``--model ""`` with the
 rules alone) whatever the taxonomy's ``[relevance] model`` says; the expert
-order is always the built-in taxonomy's (the shipped model on, as the
-pipeline runs).
+order is always the built-in taxonomy's (as the pipeline runs).
 
 Last, the order of the days' events against a compiler engineer's ranking
 (tests/test_expert_order.py, tests/data/expert_*.toml): the bundled sample days
@@ -68,23 +65,23 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from labelled import SPLITS, Example, Prediction, Quality, count, evaluate, load, report, split
+from labelled import SPLITS, Example, Prediction, Quality, count, evaluate, load, predict, report, split
 from test_expert_order import measure
 from test_expert_order import report as order_report
 
 from digest.analyze.classify import Classification, classify, decide, news_margin
 from digest.analyze.learned import load_model
 from digest.analyze.taxonomy import Taxonomy, load_taxonomy
+from digest.ingest.sources import load_sources
 
 _DATA = Path(__file__).resolve().parent / "data"
 UNSEEN = _DATA / "unseen_labels.jsonl"
 UNSEEN_HALVES = ("unseen-tune", "unseen-final")
-# Later sets labelled blind (each name's labels in bench/data/<file>), from sources the first
-# set lacks: PyTorch and TVM blog posts; CUTLASS and JAX releases (the changelogs' sections, as
-# GitHub releases) and IREE blog posts. Each is split in halves by the same hash as the first
-# set, before anything was tuned on it: ``<name>-tune`` may be tuned on, ``<name>-final`` never
-# (its errors are never listed; printed with unseen-final and left out with it). Each is also
-# shown for the named built-in source alone.
+# Later sets labelled blind by one reader each (labels in bench/data/<file>), from sources the
+# first set lacks: PyTorch and TVM blog posts; CUTLASS and JAX releases (the changelogs' sections,
+# as GitHub releases) and IREE blog posts. Each is split in halves by the same hash as the first
+# set (``<name>-tune``, ``<name>-final``: both tuned on since stop 21), and each is also shown
+# for the named built-in source alone.
 LATER_SETS: dict[str, tuple[str, str]] = {"blogs": ("blog_labels.jsonl", "pytorch-blog"),
                                           "releases": ("release_labels.jsonl", "gh-jax")}
 _BUILT_IN = ("pytorch-blog", "gh-cutlass", "gh-jax")  # the later sets' sources the pipeline has
@@ -129,21 +126,91 @@ def _tuned(taxonomy: Taxonomy, errors: str | None) -> None:
             print("\n".join(quality.errors))
 
 
-def _never_tuned(taxonomy: Taxonomy, errors: str | None, final: bool = True) -> None:
-    print("######## unseen set (bench/data/unseen_labels.jsonl), in two halves")
-    unseen = load_unseen()
-    _halves("unseen", unseen, {"without-llvm-weekly": lambda e: e.source_key != "llvm-weekly",
-                               "llvm-weekly-only": lambda e: e.source_key == "llvm-weekly"},
-            taxonomy, errors, final)
+def _single_reader_sets(taxonomy: Taxonomy, errors: str | None) -> None:
+    """The first blind-labelled sets (one reader each), in their halves; all tuned on since stop 21."""
+    print("######## unseen set (bench/data/unseen_labels.jsonl), in two halves (both tuned on)")
+    _halves("unseen", load_unseen(), {"without-llvm-weekly": lambda e: e.source_key != "llvm-weekly",
+                                      "llvm-weekly-only": lambda e: e.source_key == "llvm-weekly"},
+            taxonomy, errors)
     for named, (file, source) in LATER_SETS.items():
-        print(f"######## {named}: labelled blind (bench/data/{file}), in two halves")
+        print(f"######## {named}: labelled blind (bench/data/{file}), in two halves (both tuned on)")
         _halves(named, load_later(named), {source: lambda e, source=source: e.source_key == source},
-                taxonomy, errors, final)
-    if final:
-        finals = [e for e in unseen if e.split == "unseen-final"]
-        finals += [e for named in LATER_SETS for e in load_later(named) if e.split == f"{named}-final"]
-        print("######## every final half pooled (never tuned on)")
-        print(report("finals-pooled", evaluate(finals, taxonomy)))
+                taxonomy, errors)
+
+
+# Sets labelled blind by two readers each under one written guide (bench/data/labelling_guide.md),
+# every disagreement adjudicated by a third: name -> (file, tuned on). Each line keeps both
+# readers' own labels, so the agreement between people is printed beside the classifier's.
+# double-1 (222 entries: arXiv listings, compiler-project blogs and releases beyond the ML
+# stack) was printed once with the classifier of stop 20, then tuned on; double-2 (218
+# entries: other days, posts and versions, and new projects) is never tuned on.
+DOUBLE_SETS: dict[str, tuple[str, bool]] = {"double-1": ("double1_labels.jsonl", True),
+                                            "double-2": ("double2_labels.jsonl", False)}
+READERS = ("a", "b")
+_DOUBLE_KINDS = {"arxiv": "arxiv", "rss": "blogs", "github-releases": "releases"}
+
+
+def _built_in_keys() -> frozenset[str]:
+    """The built-in sources' keys: an entry from one of them keeps its key (and its prior)."""
+    return frozenset(source.key for source in load_sources())
+
+
+def load_double(named: str, reader: str = "") -> list[Example]:
+    """A :data:`DOUBLE_SETS` set with its adjudicated labels, or one reader's (``a`` or ``b``).
+
+    An entry from a built-in source keeps that source's key (the prior the pipeline would
+    give it), any other the generic key of its kind.
+    """
+    if reader and reader not in READERS:
+        raise ValueError(f"unknown reader {reader!r}")
+    built_in = _built_in_keys()
+    examples = []
+    for line in (_DATA / DOUBLE_SETS[named][0]).read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        label = row["readers"][reader] if reader else row
+        source = str(row["source"])
+        key = source if source in built_in else _KIND_KEYS[str(row["source_kind"])]
+        examples.append(Example(row["title"], row["summary"], row["source_kind"], bool(label["relevant"]),
+                                frozenset(label["layers"]), named, key, str(row["id"])))
+    return examples
+
+
+def _agreement(name: str, quality: Quality) -> str:
+    """One line: relevance P/R and layer micro-F1 of one labelling measured against another."""
+    return (f"{name:<32} relevance P {quality.relevance.precision:.3f} R {quality.relevance.recall:.3f}"
+            f"   layer micro-F1 {quality.micro.f1:.3f} (P {quality.micro.precision:.3f} "
+            f"R {quality.micro.recall:.3f})")
+
+
+def _double(named: str, taxonomy: Taxonomy, errors: str | None) -> None:
+    """A double-labelled set: the classifier against the adjudicated labels, whole and per kind;
+    then the two readers against each other and the adjudicated labels, and the classifier
+    against each reader (what one person's labels allow any classifier to reach).
+
+    ``errors`` lists the misclassified entries of a set that is tuned on, never of the other.
+    """
+    file, tuned = DOUBLE_SETS[named]
+    gold = load_double(named)
+    print(f"######## {named}: {len(gold)} entries labelled blind by two readers, disagreements "
+          f"adjudicated (bench/data/{file}); {'tuned on' if tuned else 'never tuned on'}")
+    quality = evaluate(gold, taxonomy)
+    print(report(named, quality))
+    if errors == named and tuned:
+        print("\n".join(quality.errors))
+    for kind, part in _DOUBLE_KINDS.items():
+        chosen = [e for e in gold if e.source_kind == kind]
+        if chosen:
+            print(report(f"{named}-{part}", evaluate(chosen, taxonomy)))
+    predicted = predict(gold, taxonomy)
+    readers = {reader: load_double(named, reader) for reader in READERS}
+    said = {reader: [(e.relevant, e.layers) for e in examples] for reader, examples in readers.items()}
+    print("agreement (the first labelling measured against the second):")
+    print(_agreement("  reader a vs reader b", count(readers["b"], said["a"])))
+    for reader in READERS:
+        print(_agreement(f"  reader {reader} vs adjudicated", count(gold, said[reader])))
+    for reader, examples in readers.items():
+        print(_agreement(f"  classifier vs reader {reader}", count(examples, predicted)))
+    print(_agreement("  classifier vs adjudicated", count(gold, predicted)))
 
 
 def load_later(named: str) -> list[Example]:
@@ -152,19 +219,16 @@ def load_later(named: str) -> list[Example]:
 
 
 def _halves(named: str, examples: Sequence[Example], subsets: Mapping[str, Callable[[Example], bool]],
-            taxonomy: Taxonomy, errors: str | None, final: bool) -> None:
-    """A set's tuning half (and its final half, if ``final``), each whole and in ``subsets``.
-
-    ``errors`` lists the misclassified entries of the tuning half only, never the final half's.
-    """
-    for half in (f"{named}-tune", f"{named}-final") if final else (f"{named}-tune",):
+            taxonomy: Taxonomy, errors: str | None) -> None:
+    """A set's two halves, each whole and in ``subsets``; ``errors`` names a half to list."""
+    for half in (f"{named}-tune", f"{named}-final"):
         chosen = [e for e in examples if e.split == half]
         sets = {half: chosen, **{f"{half}-{suffix}": [e for e in chosen if keep(e)]
                                  for suffix, keep in subsets.items()}}
         for name, subset in sets.items():
             quality = evaluate(subset, taxonomy)
             print(report(name, quality))
-            if errors == name == f"{named}-tune":
+            if errors == name == half:
                 print("\n".join(quality.errors))
 
 
@@ -337,13 +401,14 @@ def _expert_order() -> None:
 def main() -> int:
     """Print the tuned sets' figures, the never-tuned set's, then the expert-order agreement."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    tuning_halves = ["unseen-tune", *(f"{named}-tune" for named in LATER_SETS)]
-    parser.add_argument("--errors", choices=[*SPLITS, *tuning_halves], default=None,
-                        help="also list the misclassified entries of this split "
-                             "(never of a final half)")
+    tuned = [f"{named}-{half}" for named in ("unseen", *LATER_SETS) for half in ("tune", "final")]
+    tuned += [named for named, (_, is_tuned) in DOUBLE_SETS.items() if is_tuned]
+    parser.add_argument("--errors", choices=[*SPLITS, *tuned], default=None,
+                        help="also list the misclassified entries of this tuned set "
+                             "(never of a set that is not tuned on)")
     parser.add_argument("--taxonomy", type=Path, default=None, help="taxonomy TOML to measure")
     parser.add_argument("--no-final", action="store_true",
-                        help="leave out the final halves' figures (while tuning)")
+                        help="leave out the sets never tuned on (while tuning)")
     parser.add_argument("--cv", action="store_true",
                         help="also cross-validate the knobs of CV_GRID (over --cv-on)")
     parser.add_argument("--cv-on", choices=CV_SETS, default=CV_SETS[0],
@@ -359,7 +424,10 @@ def main() -> int:
     if args.cv:
         _cross_validate(taxonomy, args.cv_on)
     _tuned(taxonomy, args.errors)
-    _never_tuned(taxonomy, args.errors, final=not args.no_final)
+    _single_reader_sets(taxonomy, args.errors)
+    for named, (_, tuned) in DOUBLE_SETS.items():
+        if tuned or not args.no_final:
+            _double(named, taxonomy, args.errors)
     _expert_order()
     return 0
 
