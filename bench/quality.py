@@ -175,11 +175,24 @@ def load_double(named: str, reader: str = "") -> list[Example]:
     return examples
 
 
+def _repositories(named: str) -> dict[str, str]:
+    """A double-labelled set's ids, each with the repository it was taken from."""
+    lines = (_DATA / DOUBLE_SETS[named][0]).read_text(encoding="utf-8").splitlines()
+    return {row["id"]: str(row["source_file"]).split(":", 1)[0] for row in map(json.loads, lines)}
+
+
 def _agreement(name: str, quality: Quality) -> str:
     """One line: relevance P/R and layer micro-F1 of one labelling measured against another."""
     return (f"{name:<32} relevance P {quality.relevance.precision:.3f} R {quality.relevance.recall:.3f}"
             f"   layer micro-F1 {quality.micro.f1:.3f} (P {quality.micro.precision:.3f} "
             f"R {quality.micro.recall:.3f})")
+
+
+def _double_sets(taxonomy: Taxonomy, errors: str | None, final: bool = True) -> None:
+    """Every double-labelled set; without ``final``, only those tuned on (``--no-final``)."""
+    for named, (_, tuned) in DOUBLE_SETS.items():
+        if tuned or final:
+            _double(named, taxonomy, errors)
 
 
 def _double(named: str, taxonomy: Taxonomy, errors: str | None) -> None:
@@ -200,6 +213,13 @@ def _double(named: str, taxonomy: Taxonomy, errors: str | None) -> None:
     for kind, part in _DOUBLE_KINDS.items():
         chosen = [e for e in gold if e.source_kind == kind]
         if chosen:
+            print(report(f"{named}-{part}", evaluate(chosen, taxonomy)))
+    if not tuned:  # the same blogs and projects as a tuned set (other posts, versions), or new ones
+        seen = {repository for other, (_, is_tuned) in DOUBLE_SETS.items() if is_tuned
+                for repository in _repositories(other).values()}
+        mine = _repositories(named)
+        for part, new in (("seen-sources", False), ("new-sources", True)):
+            chosen = [e for e in gold if (mine[e.id] not in seen) is new]
             print(report(f"{named}-{part}", evaluate(chosen, taxonomy)))
     predicted = predict(gold, taxonomy)
     readers = {reader: load_double(named, reader) for reader in READERS}
@@ -425,9 +445,7 @@ def main() -> int:
         _cross_validate(taxonomy, args.cv_on)
     _tuned(taxonomy, args.errors)
     _single_reader_sets(taxonomy, args.errors)
-    for named, (_, tuned) in DOUBLE_SETS.items():
-        if tuned or not args.no_final:
-            _double(named, taxonomy, args.errors)
+    _double_sets(taxonomy, args.errors, final=not args.no_final)
     _expert_order()
     return 0
 

@@ -2,6 +2,12 @@
 
     .venv/bin/python bench/train_relevance.py [--on dev+outside-tune|outside-tune] [--no-write]
         [--out PATH] [--no-augment]
+    .venv/bin/python bench/train_relevance.py --by-source [--no-augment]
+
+The model ships off since stop 21 (digest/data/taxonomy.toml says why): ``--by-source``
+prints the check that decided it, leave-one-source-out CV over every tuned set
+(:func:`by_source`: each source predicted by a model trained on all the others,
+against the rules); it takes some 25 minutes here.
 
 The model is L2-regularised logistic regression over the rules' evidence
 (:func:`digest.analyze.learned.features`: the one feature function, shared with
@@ -56,7 +62,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from labelled import Example, Prediction, Quality, count, load
-from quality import CV_FOLDS, _gain, _objective, cv_examples, cv_fold, mean_and_error
+from quality import (
+    CV_FOLDS,
+    DOUBLE_SETS,
+    LATER_SETS,
+    _gain,
+    _objective,
+    cv_examples,
+    cv_fold,
+    load_double,
+    load_later,
+    load_unseen,
+    mean_and_error,
+)
 
 from digest.analyze.classify import classify, decide, is_community, layers_of, relevance_distance
 from digest.analyze.learned import FEATURES, RelevanceModel, features, model_from, sigmoid
@@ -397,6 +415,49 @@ def train(examples: Sequence[Example], rows: Sequence[Row], copies: Copies,
             **{k: _rounded(v) for k, v in params.items()}}
 
 
+def source_group(example: Example) -> str:
+    """The source an example comes from, as leave-one-source-out CV holds it out: its set
+    (the project's own labels, or a blind-labelled set, halves together) and its source key."""
+    named = "project" if example.split in ("dev", "heldout", "heldout2") else \
+        example.split.removesuffix("-tune").removesuffix("-final")
+    return f"{named}:{example.source_key}"
+
+
+def every_tuned_example() -> list[Example]:
+    """Every labelled example tuned on: the project's labels, both halves of the single-reader
+    sets and the tuned double-labelled sets (never a set that is not tuned on)."""
+    examples = load()
+    examples += [*load_unseen(), *(e for named in LATER_SETS for e in load_later(named))]
+    return examples + [e for named, (_, tuned) in DOUBLE_SETS.items() if tuned
+                       for e in load_double(named)]
+
+
+def by_source(examples: Sequence[Example], rows: Sequence[Row], copies: Copies) -> None:
+    """Leave-one-source-out CV: each source predicted by a model trained on every other one
+    (lambda and threshold chosen by 5-fold CV inside the training sources), against the rules.
+
+    Random folds put entries of every source on both sides, so they measure a model on the
+    sources it was trained on; a source it never saw is what a new feed is.
+    """
+    groups = [source_group(e) for e in examples]
+    out: list[Prediction] = [(False, frozenset())] * len(rows)
+    for group in sorted(set(groups)):
+        train = [i for i, g in enumerate(groups) if g != group]
+        held = [i for i, g in enumerate(groups) if g == group]
+        inner = [cv_fold(examples[i]) if g != group else -1 for i, g in enumerate(groups)]
+        lam, t, _ = choose(examples, rows, copies, inner, list(range(CV_FOLDS)))
+        params = fit_on(rows, copies, train, lam)
+        for i, p in zip(held, probabilities(params, [rows[i].x for i in held]), strict=True):
+            out[i] = rows[i].if_relevant if p >= t else (False, frozenset())
+    print(f"{'held-out source':<34} {'entries':>7}  {'learned':<34} rules")
+    for group in [*sorted(set(groups)), "all"]:
+        chosen = [i for i, g in enumerate(groups) if group in (g, "all")]
+        learned = _quality(examples, rows, chosen, out)
+        base = _quality(examples, rows, chosen, [r.rules for r in rows])
+        layers = f"   layer F1 {learned.micro.f1:.3f} vs {base.micro.f1:.3f}" if group == "all" else ""
+        print(f"{group:<34} {len(chosen):>7}  {_prf(learned):<34} {_prf(base)}{layers}")
+
+
 def _rounded(value: list[float] | float) -> list[float] | float:
     return [round(v, _DIGITS) for v in value] if isinstance(value, list) else round(value, _DIGITS)
 
@@ -410,8 +471,16 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=MODEL, help="where to write the model")
     parser.add_argument("--no-augment", action="store_true",
                         help="train on the entries as labelled only (no shorter copies)")
+    parser.add_argument("--by-source", action="store_true",
+                        help="only print leave-one-source-out CV over every tuned set, against the rules")
     args = parser.parse_args()
     taxonomy = load_taxonomy()
+    if args.by_source:
+        examples = every_tuned_example()
+        rows = rows_of(examples, taxonomy)
+        print(f"######## leave-one-source-out CV over every tuned set ({len(examples)} entries)")
+        by_source(examples, rows, copies_of(examples, taxonomy, () if args.no_augment else AUGMENT_CUTS))
+        return 0
     name = args.on
     examples = training_set(name)
     rows = rows_of(examples, taxonomy)

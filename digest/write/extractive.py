@@ -571,7 +571,7 @@ def _composed(event: EventInput, found: Sequence[Result], locale: str) -> str:
 _ROLE_ZH = {
     "runtime": "运行时一侧的开销（启动、图捕获、内存）在推理服务里常与内核本身同样关键",
     "distributed": "分布式场景下，编译与通信的开销会随 rank 数放大",
-    "frontend": "前端决定模型如何被捕获成图，这里的开销和稳定性用户直接感知",
+    "frontend": "前端决定程序与模型如何被解析、捕获成 IR，这里的开销和稳定性用户直接感知",
     "graph_ir": "图级 IR 上的变换决定融合与调度的边界",
     "tensor_ir": "张量级 IR 是循环变换与 lowering 所在，这里的变化会传到基于它构建的编译器",
     "kernel_codegen": "生成内核的质量直接决定算子在目标硬件上的效率",
@@ -583,8 +583,8 @@ _ROLE_EN = {
     "runtime": "runtime overheads (start-up, graph capture, memory) often matter as much as the kernels "
                "in serving",
     "distributed": "in distributed jobs compile and communication costs grow with the number of ranks",
-    "frontend": "the front end decides how a model is captured, and users feel its cost and stability "
-                "directly",
+    "frontend": "the front end decides how programs and models are parsed and captured into IR, and "
+                "users feel its cost and stability directly",
     "graph_ir": "graph-level rewrites set the boundaries for fusion and scheduling",
     "tensor_ir": "the tensor IR is where loops are transformed and lowered, so changes reach the compilers "
                  "built on it",
