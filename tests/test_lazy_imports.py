@@ -192,6 +192,23 @@ async def test_a_database_behind_the_head_is_migrated_on_open(tmp_path: Path) ->
     assert found == [bootstrap.schema_head()] and found != ["0005"]
 
 
+def test_a_command_leaves_its_heap_frozen_for_the_exit() -> None:
+    """The teardown would collect every module's cycles again (~0.08 s once SQLAlchemy is loaded).
+
+    A handler registered before main runs after main's own ones: by then the heap is frozen.
+    """
+    code = ("import atexit, gc\n"
+            "atexit.register(lambda: print('frozen at exit:', gc.get_freeze_count() > 0))\n"
+            "from digest.cli.main import main\n"
+            "try:\n"
+            "    main(['--version'])\n"
+            "except SystemExit:\n"
+            "    pass\n"
+            "print('frozen before exit:', gc.get_freeze_count() > 0)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines()[-2:] == ["frozen before exit: False", "frozen at exit: True"]
+
+
 def test_the_pipeline_loads_openai_only_for_a_client() -> None:
     """`fetch`, `build` and `serve` without an LLM key never pay for the openai SDK's import."""
     code = ("import sys, digest.daily, digest.service, digest.write.llm\n"
