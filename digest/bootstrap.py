@@ -115,10 +115,11 @@ def send_options(settings: Settings) -> SendOptions:
 
 
 def renderer(settings: Settings) -> Renderer:
-    """The one renderer (links to the site, times in the digest's zone)."""
+    """The one renderer (links to the site, times in the digest's zone, compiled templates in the var dir)."""
     from digest.render.renderer import Renderer
 
-    return Renderer(site_url=settings.site_url, timezone=settings.timezone)
+    return Renderer(site_url=settings.site_url, timezone=settings.timezone,
+                    compiled=settings.var_dir / "template_cache")
 
 
 def mail_identity(settings: Settings) -> MailIdentity:

@@ -7,7 +7,8 @@ migrations does not load Alembic (nor Mako and Pygments behind it); one that is 
 still gets migrated. The read commands (``preview``, ``events``, ``status``, ``subscribers
 list``) load neither the network clients nor the pipeline's analysers and writers, nor
 pydantic (the settings are checked by the standard library), and with the shipped schedule
-not croniter either (its import forks ``file``).
+not croniter either (its import forks ``file``). A preview compiles its templates once: the
+next process loads them from the var dir. A command leaves its heap frozen for the exit.
 """
 
 from __future__ import annotations
@@ -103,6 +104,32 @@ async def test_preview_of_a_current_database_loads_no_migration_tool(tmp_path: P
     assert code == "0"
     assert {"sqlalchemy", "aiosqlite", "digest"} <= loaded  # it did read the digest
     assert loaded & set(NOT_FOR_PREVIEW) == set()
+
+
+COUNT_COMPILES = """
+import sys, jinja2
+compiled = []
+compile_ = jinja2.Environment.compile
+jinja2.Environment.compile = lambda self, *args, **kw: compiled.append(1) or compile_(self, *args, **kw)
+from digest.cli.main import main
+code = main({argv!r})
+print(code, len(compiled), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("fmt", ["md", "html", "email"])
+async def test_a_later_preview_compiles_no_template(tmp_path: Path, fmt: str) -> None:
+    """The first preview keeps its compiled templates in the var dir; the next process loads them."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'var' / 'compiled.db'}"  # a var dir (never made for the cache)
+    async with open_database(url) as sessions:
+        await build_archive(sessions)
+    argv = ["preview", "--date", DAY.isoformat(), "--format", fmt]
+    runs = [subprocess.run([sys.executable, "-c", COUNT_COMPILES.format(argv=argv)], capture_output=True,
+                           text=True, cwd=tmp_path, timeout=120, check=True, env=_env(tmp_path, url))
+            for _ in range(2)]
+    counts = [run.stderr.strip().splitlines()[-1].split() for run in runs]
+    assert counts[0][0] == counts[1][0] == "0" and int(counts[0][1]) > 0 and counts[1][1] == "0"
+    assert fmt == "email" or runs[0].stdout == runs[1].stdout  # a message has its own Date and boundary
 
 
 async def test_preview_and_events_load_no_pipeline_part(tmp_path: Path) -> None:
