@@ -8,7 +8,8 @@ still gets migrated. The read commands (``preview``, ``events``, ``status``, ``s
 list``) load neither the network clients nor the pipeline's analysers and writers, nor
 pydantic (the settings are checked by the standard library), and with the shipped schedule
 not croniter either (its import forks ``file``). A preview compiles its templates once: the
-next process loads them from the var dir. A command leaves its heap frozen for the exit.
+next process loads them from the var dir. A command builds the parser of its own command group
+alone, and leaves its heap frozen for the exit.
 """
 
 from __future__ import annotations
@@ -155,6 +156,21 @@ async def test_read_commands_load_no_client_pipeline_or_renderer(tmp_path: Path,
     assert code == "0"
     assert "sqlalchemy" in modules and "digest.store.db" in modules  # it did open the database
     assert unwanted(modules, NOT_FOR_READING) == set()
+
+
+@pytest.mark.parametrize(("argv", "group"), [(["status"], "status"), (["preview", "--help"], "digests"),
+                                             (["subscribers", "list"], "subscribers")])
+async def test_a_command_loads_its_own_group_alone(tmp_path: Path, argv: list[str], group: str) -> None:
+    """Its parser is built without the other groups' modules (``digest --help`` has them all)."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'group.db'}"
+    async with open_database(url):
+        pass
+    code, modules = run_cli_modules(argv, _env(tmp_path, url), cwd=tmp_path)
+    assert code == "0"
+    assert {m for m in modules if m.startswith("digest.cli.")} == {"digest.cli.main", "digest.cli.output",
+                                                                  f"digest.cli.{group}"}
+    assert {m for m in run_cli_modules(["--help"])[1] if m.startswith("digest.cli.")} >= {
+        f"digest.cli.{name}" for name in ("ingest", "status", "subscribers", "web", "bots")}
 
 
 @pytest.mark.parametrize("argv", [["preview", "--date", DAY.isoformat(), "--format", "md"], ["status"]])
