@@ -80,6 +80,48 @@ def test_every_command_has_a_line_in_its_parents_list() -> None:
                 assert all(c.help and "`" not in c.help for c in action._choices_actions), path
 
 
+def _commands(parser: argparse.ArgumentParser) -> list[str]:
+    return list(next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices)
+
+
+def test_each_group_adds_the_commands_main_names_for_it_in_the_help_order() -> None:
+    assert _commands(cli.build_parser()) == [name for names in cli.GROUPS.values() for name in names]
+    for names in cli.GROUPS.values():
+        for name in names:
+            assert _commands(cli.build_parser(name)) == list(names)
+
+
+@pytest.mark.parametrize("path", [p for p in PAGES if p], ids=" ".join)
+def test_a_command_built_with_its_group_alone_reads_and_explains_itself_alike(path: tuple[str, ...]) -> None:
+    alone, every = dict(_walk(cli.build_parser(path[0])))[path], dict(_walk(cli.build_parser()))[path]
+    assert alone.format_help() == every.format_help()
+    assert [_reading(a) for a in alone._actions] == [_reading(a) for a in every._actions]
+
+
+def _reading(action: argparse.Action) -> tuple[object, ...]:
+    return (action.option_strings, action.dest, action.default, action.required, action.nargs,
+            action.type, action.const, None if action.choices is None else list(action.choices))
+
+
+@pytest.mark.parametrize(("argv", "command"), [
+    (["status"], "status"), (["-v", "-v", "preview", "--date", "x"], "preview"),
+    (["status", "--help"], "status"), (["--help", "status"], None), (["-h"], None), ([], None),
+    (["--version"], None), (["buidl"], "buidl"),
+])
+def test_the_command_of_a_command_line(argv: list[str], command: str | None) -> None:
+    assert cli.command_of(argv) == command
+
+
+def test_the_top_level_help_lists_every_command_also_before_one(capsys: pytest.CaptureFixture[str]) -> None:
+    pages = []
+    for argv in (["--help"], ["-h", "status"], ["-v", "--help", "preview"]):
+        with pytest.raises(SystemExit):
+            cli.main(argv)
+        pages.append(capsys.readouterr().out)
+    assert pages[0] == pages[1] == pages[2]
+    assert all(f" {name} " in pages[0] for name in ("fetch", "status", "bot"))
+
+
 def test_every_layers_option_lists_the_nine_ids_and_all_and_takes_them() -> None:
     layer_options = [(path, action) for path, action in OPTIONS if "layers" in action.dest]
     assert {" ".join(path) for path, _ in layer_options} >= {"preview", "subscribers add"}

@@ -20,9 +20,9 @@ Run = Callable[..., tuple[int, str, str]]
 _build_parser = cli.build_parser
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(command: str | None = None) -> argparse.ArgumentParser:
     """The CLI parser, with ``subscribers`` registered if cli.py does not do it (yet)."""
-    parser = _build_parser()
+    parser = _build_parser(command)
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     if "subscribers" not in commands.choices:
         cmd_subscribers.add_commands(commands)

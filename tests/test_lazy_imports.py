@@ -7,7 +7,9 @@ migrations does not load Alembic (nor Mako and Pygments behind it); one that is 
 still gets migrated. The read commands (``preview``, ``events``, ``status``, ``subscribers
 list``) load neither the network clients nor the pipeline's analysers and writers, nor
 pydantic (the settings are checked by the standard library), and with the shipped schedule
-not croniter either (its import forks ``file``).
+not croniter either (its import forks ``file``). A preview compiles its templates once: the
+next process loads them from the var dir. A command builds the parser of its own command group
+alone, and leaves its heap frozen for the exit.
 """
 
 from __future__ import annotations
@@ -105,6 +107,32 @@ async def test_preview_of_a_current_database_loads_no_migration_tool(tmp_path: P
     assert loaded & set(NOT_FOR_PREVIEW) == set()
 
 
+COUNT_COMPILES = """
+import sys, jinja2
+compiled = []
+compile_ = jinja2.Environment.compile
+jinja2.Environment.compile = lambda self, *args, **kw: compiled.append(1) or compile_(self, *args, **kw)
+from digest.cli.main import main
+code = main({argv!r})
+print(code, len(compiled), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("fmt", ["md", "html", "email"])
+async def test_a_later_preview_compiles_no_template(tmp_path: Path, fmt: str) -> None:
+    """The first preview keeps its compiled templates in the var dir; the next process loads them."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'var' / 'compiled.db'}"  # a var dir (never made for the cache)
+    async with open_database(url) as sessions:
+        await build_archive(sessions)
+    argv = ["preview", "--date", DAY.isoformat(), "--format", fmt]
+    runs = [subprocess.run([sys.executable, "-c", COUNT_COMPILES.format(argv=argv)], capture_output=True,
+                           text=True, cwd=tmp_path, timeout=120, check=True, env=_env(tmp_path, url))
+            for _ in range(2)]
+    counts = [run.stderr.strip().splitlines()[-1].split() for run in runs]
+    assert counts[0][0] == counts[1][0] == "0" and int(counts[0][1]) > 0 and counts[1][1] == "0"
+    assert fmt == "email" or runs[0].stdout == runs[1].stdout  # a message has its own Date and boundary
+
+
 async def test_preview_and_events_load_no_pipeline_part(tmp_path: Path) -> None:
     """Printing stored write-ups needs neither the extractive writer nor the analysers behind it."""
     url = f"sqlite+aiosqlite:///{tmp_path / 'read.db'}"
@@ -128,6 +156,21 @@ async def test_read_commands_load_no_client_pipeline_or_renderer(tmp_path: Path,
     assert code == "0"
     assert "sqlalchemy" in modules and "digest.store.db" in modules  # it did open the database
     assert unwanted(modules, NOT_FOR_READING) == set()
+
+
+@pytest.mark.parametrize(("argv", "group"), [(["status"], "status"), (["preview", "--help"], "digests"),
+                                             (["subscribers", "list"], "subscribers")])
+async def test_a_command_loads_its_own_group_alone(tmp_path: Path, argv: list[str], group: str) -> None:
+    """Its parser is built without the other groups' modules (``digest --help`` has them all)."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'group.db'}"
+    async with open_database(url):
+        pass
+    code, modules = run_cli_modules(argv, _env(tmp_path, url), cwd=tmp_path)
+    assert code == "0"
+    assert {m for m in modules if m.startswith("digest.cli.")} == {"digest.cli.main", "digest.cli.output",
+                                                                  f"digest.cli.{group}"}
+    assert {m for m in run_cli_modules(["--help"])[1] if m.startswith("digest.cli.")} >= {
+        f"digest.cli.{name}" for name in ("ingest", "status", "subscribers", "web", "bots")}
 
 
 @pytest.mark.parametrize("argv", [["preview", "--date", DAY.isoformat(), "--format", "md"], ["status"]])
@@ -190,6 +233,23 @@ async def test_a_database_behind_the_head_is_migrated_on_open(tmp_path: Path) ->
             sessions() as session:
         found = (await session.scalars(text("SELECT version_num FROM alembic_version"))).all()
     assert found == [bootstrap.schema_head()] and found != ["0005"]
+
+
+def test_a_command_leaves_its_heap_frozen_for_the_exit() -> None:
+    """The teardown would collect every module's cycles again (~0.08 s once SQLAlchemy is loaded).
+
+    A handler registered before main runs after main's own ones: by then the heap is frozen.
+    """
+    code = ("import atexit, gc\n"
+            "atexit.register(lambda: print('frozen at exit:', gc.get_freeze_count() > 0))\n"
+            "from digest.cli.main import main\n"
+            "try:\n"
+            "    main(['--version'])\n"
+            "except SystemExit:\n"
+            "    pass\n"
+            "print('frozen before exit:', gc.get_freeze_count() > 0)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines()[-2:] == ["frozen before exit: False", "frozen at exit: True"]
 
 
 def test_the_pipeline_loads_openai_only_for_a_client() -> None:

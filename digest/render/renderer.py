@@ -36,6 +36,7 @@ from digest.render.email import (
 )
 from digest.render.i18n import component_label, labels, part_lang
 from digest.render.safety import clean_text, md_escape, md_url, one_line, safe_url
+from digest.render.template_cache import TemplateCache
 from digest.resources import templates_dir
 
 __all__ = [
@@ -103,13 +104,18 @@ def lang_attr(text: str, page_locale: str) -> Markup:
 
 
 class Renderer:
-    """Renders digest views; one per process (the environment caches templates)."""
+    """Renders digest views; one per process (the environment caches templates).
+
+    ``compiled``: a folder that keeps the compiled templates for the next process
+    (:class:`~digest.render.template_cache.TemplateCache`); None compiles them in each one.
+    """
 
     def __init__(self, templates: Path | None = None, *, site_url: str = "http://127.0.0.1:8000",
-                 timezone: str = "Asia/Shanghai") -> None:
+                 timezone: str = "Asia/Shanghai", compiled: Path | None = None) -> None:
         self.templates = templates or templates_dir()
         self.site_url = site_url.rstrip("/")
         self.timezone = timezone
+        self.compiled = compiled
 
     @cached_property
     def env(self) -> Environment:
@@ -121,6 +127,7 @@ class Renderer:
             trim_blocks=True,
             lstrip_blocks=True,
             keep_trailing_newline=True,
+            bytecode_cache=None if self.compiled is None else TemplateCache(self.compiled),
         )
         env.filters.update(safe_url=safe_url, md=md_escape, md_url=md_url, mail_url=mail_url,
                            lang_attr=lang_attr)

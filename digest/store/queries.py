@@ -95,17 +95,14 @@ async def load_view(session: AsyncSession, date: dt.date, locale: str, *,
     """The digest of ``date`` in ``locale``; missing write-ups are filled extractively."""
     digest = await get_digest(session, date, listed_only=listed_only)
     rows = (await session.execute(
-        select(DigestEvent, Event).join(Event, Event.id == DigestEvent.event_id)
+        select(DigestEvent, Event, Writeup).join(Event, Event.id == DigestEvent.event_id)
+        .outerjoin(Writeup, and_(Writeup.event_id == Event.id, Writeup.locale == locale))
         .where(DigestEvent.digest_id == digest.id).order_by(DigestEvent.rank)
     )).all()
-    ids = [event.id for _, event in rows]
-    sources = await event_sources(session, ids)
-    writeups = {w.event_id: w for w in (await session.scalars(
-        select(Writeup).where(Writeup.event_id.in_(ids), Writeup.locale == locale)
-    )).all()}
+    sources = await event_sources(session, [event.id for _, event, _ in rows])
     events = tuple(
-        _event_view(snap, event, sources.get(event.id, []), writeups.get(event.id), locale)
-        for snap, event in rows
+        _event_view(snap, event, sources.get(event.id, []), writeup, locale)
+        for snap, event, writeup in rows
     )
     text = await session.scalar(
         select(DigestText).where(DigestText.digest_id == digest.id, DigestText.locale == locale)
