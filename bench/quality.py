@@ -206,22 +206,25 @@ def _double(named: str, taxonomy: Taxonomy, errors: str | None) -> None:
     gold = load_double(named)
     print(f"######## {named}: {len(gold)} entries labelled blind by two readers, disagreements "
           f"adjudicated (bench/data/{file}); {'tuned on' if tuned else 'never tuned on'}")
-    quality = evaluate(gold, taxonomy)
+    predicted = predict(gold, taxonomy)
+    quality = count(gold, predicted)
     print(report(named, quality))
     if errors == named and tuned:
         print("\n".join(quality.errors))
-    for kind, part in _DOUBLE_KINDS.items():
-        chosen = [e for e in gold if e.source_kind == kind]
+
+    def part(name: str, keep: Callable[[Example], bool]) -> None:
+        chosen = [i for i, e in enumerate(gold) if keep(e)]
         if chosen:
-            print(report(f"{named}-{part}", evaluate(chosen, taxonomy)))
+            print(report(f"{named}-{name}", count([gold[i] for i in chosen], [predicted[i] for i in chosen])))
+
+    for kind, name in _DOUBLE_KINDS.items():
+        part(name, lambda e, kind=kind: e.source_kind == kind)
     if not tuned:  # the same blogs and projects as a tuned set (other posts, versions), or new ones
         seen = {repository for other, (_, is_tuned) in DOUBLE_SETS.items() if is_tuned
                 for repository in _repositories(other).values()}
         mine = _repositories(named)
-        for part, new in (("seen-sources", False), ("new-sources", True)):
-            chosen = [e for e in gold if (mine[e.id] not in seen) is new]
-            print(report(f"{named}-{part}", evaluate(chosen, taxonomy)))
-    predicted = predict(gold, taxonomy)
+        part("seen-sources", lambda e: mine[e.id] in seen)
+        part("new-sources", lambda e: mine[e.id] not in seen)
     readers = {reader: load_double(named, reader) for reader in READERS}
     said = {reader: [(e.relevant, e.layers) for e in examples] for reader, examples in readers.items()}
     print("agreement (the first labelling measured against the second):")
