@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
+import time
 import tomllib
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -22,7 +24,15 @@ from hypothesis import strategies as st
 
 from digest.cli.sources import key_from, parse_opml
 from digest.domain.errors import ConfigError
-from digest.ingest.sources import SourceFile, load_sources, read_source_file, toml_value
+from digest.ingest.sources import (
+    SourceFile,
+    check_source,
+    edit_sources,
+    load_sources,
+    lock_path,
+    read_source_file,
+    toml_value,
+)
 from tests.test_operator import run_cli
 
 BUILTIN = load_sources()
@@ -98,7 +108,40 @@ def test_a_taken_key_or_url_is_refused(tmp_path: Path) -> None:
     assert out.returncode == 1 and f"the source {BUILTIN_KEY!r} already fetches" in out.stderr
     key = digest(tmp_path, "sources", "add", BUILTIN_KEY, "https://new.example.org/feed")
     assert key.returncode == 1 and "a built-in source already has the key" in key.stderr
-    assert not (tmp_path / "var").exists()
+    assert not (tmp_path / "var" / "sources.toml").exists(), "nothing written (the edits' lock aside)"
+
+
+def _waits_for(lock: Path) -> bool:
+    """Whether a process is blocked on the flock of ``lock`` (a waiter in /proc/locks)."""
+    inode = f":{lock.stat().st_ino} "
+    return any("->" in line and inode in line for line in Path("/proc/locks").read_text().splitlines())
+
+
+def test_two_edits_at_once_take_turns_and_neither_is_lost(tmp_path: Path) -> None:
+    """An edit reads the file under the lock: a second `digest sources add`, started while the
+    first edit holds it, waits for it, then reads what the first one wrote (both are kept)."""
+    extra = tmp_path / "var" / "sources.toml"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DIGEST_")}
+    env |= {"DIGEST_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'src.db'}"}
+    second = None
+    try:
+        with edit_sources(None, extra) as editor:
+            editor.add(check_source({"key": "first", "name": "First", "url": "https://first.example/feed.xml"}))
+            second = subprocess.Popen([sys.executable, "-m", "digest", "sources", "add", "second",
+                                       "https://second.example/feed.xml"], cwd=tmp_path, env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            deadline = time.monotonic() + 60  # a guard against hanging, not a measure of speed
+            while not _waits_for(lock_path(extra)):
+                assert second.poll() is None, f"the second edit did not wait: {second.communicate()}"
+                assert time.monotonic() < deadline, "the second edit never reached the lock"
+                time.sleep(0.01)
+            editor.save()
+        _, err = second.communicate(timeout=60)
+        assert second.returncode == 0, err
+    finally:
+        if second is not None and second.poll() is None:
+            second.kill()
+    assert [t["key"] for t in tomllib.loads(extra.read_text())["source"]] == ["first", "second"]
 
 
 def test_with_digest_sources_that_file_is_edited_and_keeps_its_head_comments(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ import datetime as dt
 import re
 import sys
 import unicodedata
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -73,10 +74,11 @@ def add_commands(sub: Any) -> None:
     exp.set_defaults(handler=export_cmd)
 
 
-def _editor(settings: Settings) -> SourceEditor:
-    from digest.ingest.sources import SourceEditor
+def _editing(settings: Settings) -> AbstractContextManager[SourceEditor]:
+    """The source file in use, read and written under its lock (one edit at a time)."""
+    from digest.ingest.sources import edit_sources
 
-    return SourceEditor(settings.sources, settings.sources_extra)
+    return edit_sources(settings.sources, settings.sources_extra)
 
 
 def _checked(fields: dict[str, Any]) -> SourceSpec:
@@ -100,30 +102,30 @@ async def add_cmd(settings: Settings, args: argparse.Namespace) -> int:
     spec = _checked({"key": args.key.strip(), "url": url, "weight": args.weight,
                      "name": clean_name(args.name or "", args.key.strip()),
                      "kind": args.kind or guess_kind(url)})
-    editor = _editor(settings)
-    editor.add(spec)
-    editor.save()
+    with _editing(settings) as editor:
+        editor.add(spec)
+        editor.save()
     print(f"added {spec.key} ({spec.kind}, weight {spec.weight:g}) {spec.url} to {editor.path}")
     return 0
 
 
 async def remove_cmd(settings: Settings, args: argparse.Namespace) -> int:
     """``digest sources remove KEY``."""
-    editor = _editor(settings)
-    editor.remove(args.key)
-    editor.save()
+    with _editing(settings) as editor:
+        editor.remove(args.key)
+        editor.save()
     print(f"removed {args.key} from {editor.path}")
     return 0
 
 
 async def toggle_cmd(settings: Settings, args: argparse.Namespace) -> int:
     """``digest sources enable|disable KEY``."""
-    editor = _editor(settings)
     state = "enabled" if args.enabled else "disabled"
-    if not editor.set_enabled(args.key, args.enabled):
-        print(f"{args.key} is already {state}")
-        return 0
-    editor.save()
+    with _editing(settings) as editor:
+        if not editor.set_enabled(args.key, args.enabled):
+            print(f"{args.key} is already {state}")
+            return 0
+        editor.save()
     print(f"{state} {args.key} in {editor.path}")
     return 0
 
@@ -207,31 +209,31 @@ async def import_cmd(settings: Settings, args: argparse.Namespace) -> int:
     from digest.ingest.sources import check_web_url, clean_name, guess_kind
 
     outlines = parse_opml(_read_opml(args.file), str(args.file))
-    editor = _editor(settings)
-    taken = {spec.key for spec in editor.specs()}
     added: list[SourceSpec] = []
     skipped = 0
-    for outline in outlines:
-        try:
-            url = check_web_url(outline.url)
-        except ConfigError as exc:
-            print(f"skipped {outline.url[:100]!r}: {exc}")
-            skipped += 1
-            continue
-        known = editor.key_of_url(url)
-        if known is not None:
-            print(f"skipped {url}: already configured as {known}")
-            skipped += 1
-            continue
-        key = key_from(outline.title, url, taken)
-        spec = _checked({"key": key, "name": clean_name(outline.title, key), "url": url,
-                         "kind": guess_kind(url)})
-        editor.add(spec)
-        taken.add(key)
-        added.append(spec)
-        print(f"added {key} ({spec.kind}) {url}")
-    if added:
-        editor.save()
+    with _editing(settings) as editor:
+        taken = {spec.key for spec in editor.specs()}
+        for outline in outlines:
+            try:
+                url = check_web_url(outline.url)
+            except ConfigError as exc:
+                print(f"skipped {outline.url[:100]!r}: {exc}")
+                skipped += 1
+                continue
+            known = editor.key_of_url(url)
+            if known is not None:
+                print(f"skipped {url}: already configured as {known}")
+                skipped += 1
+                continue
+            key = key_from(outline.title, url, taken)
+            spec = _checked({"key": key, "name": clean_name(outline.title, key), "url": url,
+                             "kind": guess_kind(url)})
+            editor.add(spec)
+            taken.add(key)
+            added.append(spec)
+            print(f"added {key} ({spec.kind}) {url}")
+        if added:
+            editor.save()
     where = f" to {editor.path}" if added else ""
     print(f"{len(added)} added{where}, {skipped} skipped, of {len(outlines)} feeds in {args.file}")
     return 0

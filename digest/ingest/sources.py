@@ -12,20 +12,24 @@ list and the extra file names both. The extra file may also hold
 the file in use. The file is written again whole from its parsed tables (URLs
 as written, the leading comment block kept, other comments not), read back
 before it replaces the old one, through a temporary file and a rename, so a
-crash leaves the old file or the new one and never half of one.
+crash leaves the old file or the new one and never half of one. An edit reads
+and writes the file under an exclusive lock (:func:`edit_sources`): two edits at
+once, from two shells or an operator's script, take turns, and neither is lost.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
+import fcntl
 import logging
 import os
 import re
 import stat
 import tempfile
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -420,6 +424,31 @@ def _sync_dir(directory: Path) -> None:
 
 
 # -- editing the source file in use --------------------------------------------------
+
+def lock_path(path: Path) -> Path:
+    """The lock file of the source file ``path`` (beside the file a symlink points to)."""
+    target = path.resolve()
+    return target.parent / f".{target.name}.lock"
+
+
+@contextlib.contextmanager
+def edit_sources(path: Path | None, extra: Path) -> Iterator[SourceEditor]:
+    """The editor of the source file in use, read and kept under an exclusive lock until the block ends.
+
+    Without it, two edits at once each read the file, then each wrote its own copy back: the
+    edit saved first was lost. The lock (``flock`` on :func:`lock_path`) is the system's, so a
+    process that dies holding it releases it.
+    """
+    lock = lock_path(path or extra)
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(lock, "a", encoding="utf-8")  # noqa: SIM115 (held until the edit ends)
+    except OSError as exc:
+        raise ConfigError(f"cannot lock {path or extra} for editing: {exc.strerror or exc}") from None
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield SourceEditor(path, extra)
+
 
 class SourceEditor:
     """The source file in use and its edits: DIGEST_SOURCES when set, else the extra file.
