@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/quality.py [--errors SET] [--taxonomy PATH] [--no-final]
         [--cv [--cv-on outside-tune|unseen-tune|dev+unseen-tune]] [--model FILE]
+        [--layer-model FILE]
 
 The sets, printed apart, from the most tuned on to the never tuned on:
 
@@ -18,16 +19,17 @@ The sets, printed apart, from the most tuned on to the never tuned on:
   on now (the halves are kept so that earlier figures stay comparable);
 - the sets labelled by two readers each (:data:`DOUBLE_SETS`), blind, under
   one written guide (bench/data/labelling_guide.md), every disagreement
-  adjudicated by a third reader who saw both: ``double-1`` is tuned on (after
-  one print with the classifier of stop 20), ``double-2`` never: its errors
-  are never listed, ``--no-final`` leaves it out while tuning (print it once,
-  at the end of a round of work). Each prints the classifier against the
+  adjudicated by a third reader who saw both: ``double-1`` and ``double-2``
+  are tuned on (each after one print with the classifier it was labelled for)
+  and the layer model (bench/train_layers.py) is trained on them; ``double-3``
+  never: its errors are never listed, ``--no-final`` leaves it out while
+  tuning (print it once, at the end of a round of work). Each prints the classifier against the
   adjudicated labels, whole and per kind (arXiv, blogs, releases), then how
   far the two readers agree with each other, with the adjudicated labels, and
   the classifier with each reader: what one person's labels allow.
 
 ``--errors SET`` lists the misclassified entries of a tuned set (never of
-``double-2``).
+``double-3``).
 
 ``--cv`` first cross-validates the knobs that are chosen by cross-validation
 (``CV_GRID``), 5 folds by a stable hash of each item's id
@@ -38,8 +40,10 @@ with dev (whose labels give 3-4).
 
 ``--model FILE`` measures with a learned relevance decision (a file in
 digest/data written by bench/train_relevance.py; ``--model ""`` with the
-rules alone) whatever the taxonomy's ``[relevance] model`` says; the expert
-order is always the built-in taxonomy's (as the pipeline runs).
+rules alone) whatever the taxonomy's ``[relevance] model`` says;
+``--layer-model FILE`` likewise with a learned layer choice
+(bench/train_layers.py; ``""``: the rules' layers). The expert order is
+always the built-in taxonomy's (as the pipeline runs).
 
 Last, the order of the days' events against a compiler engineer's ranking
 (tests/test_expert_order.py, tests/data/expert_*.toml): the bundled sample days
@@ -70,6 +74,7 @@ from test_expert_order import measure
 from test_expert_order import report as order_report
 
 from digest.analyze.classify import Classification, classify, decide, news_margin
+from digest.analyze.layer_model import load_layer_model
 from digest.analyze.learned import load_model
 from digest.analyze.taxonomy import Taxonomy, load_taxonomy
 from digest.ingest.sources import load_sources
@@ -143,9 +148,15 @@ def _single_reader_sets(taxonomy: Taxonomy, errors: str | None) -> None:
 # readers' own labels, so the agreement between people is printed beside the classifier's.
 # double-1 (222 entries: arXiv listings, compiler-project blogs and releases beyond the ML
 # stack) was printed once with the classifier of stop 20, then tuned on; double-2 (218
-# entries: other days, posts and versions, and new projects) is never tuned on.
+# entries: other days, posts and versions, and new projects) was printed with the
+# classifier of stop 21, then tuned on and trained on (the layer model); double-3 (220
+# entries: other days, the LLVM and MLC blogs, new languages' blogs and releases) is
+# never tuned or trained on.
 DOUBLE_SETS: dict[str, tuple[str, bool]] = {"double-1": ("double1_labels.jsonl", True),
-                                            "double-2": ("double2_labels.jsonl", False)}
+                                            "double-2": ("double2_labels.jsonl", True),
+                                            "double-3": ("double3_labels.jsonl", False)}
+# The sets nobody tuned on or trained a model on (bench/train_layers.py leaves them out).
+NEVER_TRAINED = frozenset(named for named, (_, tuned) in DOUBLE_SETS.items() if not tuned)
 READERS = ("a", "b")
 _DOUBLE_KINDS = {"arxiv": "arxiv", "rss": "blogs", "github-releases": "releases"}
 
@@ -439,11 +450,17 @@ def main() -> int:
                              "(both tuning halves, the default; unseen-tune alone) or pooled with dev")
     parser.add_argument("--model", default=None, metavar="FILE",
                         help="the learned relevance model to measure with (\"\": the rules alone)")
+    parser.add_argument("--layer-model", default=None, metavar="FILE",
+                        help="the learned layer model to measure with (\"\": the rules' layers)")
     args = parser.parse_args()
     taxonomy = load_taxonomy(args.taxonomy)
     if args.model is not None:
         taxonomy = replace(taxonomy, model=load_model(args.model) if args.model else None)
-    print(f"######## relevance decided by {'the learned model' if taxonomy.model else 'the rules'}")
+    if args.layer_model is not None:
+        taxonomy = replace(taxonomy, layer_model=load_layer_model(args.layer_model)
+                           if args.layer_model else None)
+    print(f"######## relevance decided by {'the learned model' if taxonomy.model else 'the rules'}, "
+          f"layers chosen by {'the learned layer model' if taxonomy.layer_model else 'the rules'}")
     if args.cv:
         _cross_validate(taxonomy, args.cv_on)
     _tuned(taxonomy, args.errors)

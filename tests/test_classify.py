@@ -408,7 +408,9 @@ def test_a_source_prior_breaks_a_tie_a_releases_too(taxonomy: Taxonomy) -> None:
 
 
 def test_a_second_layer_needs_a_specific_phrase_outside_a_roundup(taxonomy: Taxonomy) -> None:
-    """Generic words met in passing ("capture", "PyTorch", "Python") add up to no second layer."""
+    """Generic words met in passing ("capture", "PyTorch", "Python") add up to no second layer
+    (the rules' own layers: the layer model, when on, chooses again among the entries they tag)."""
+    taxonomy = replace(taxonomy, layer_model=None)
     generic = ("CUDA Graph Replay for Inference Serving",
                "We capture the decode step of a PyTorch model from Python into a CUDA graph and "
                "replay it in the serving runtime, cutting launch overhead.")
@@ -686,12 +688,13 @@ def test_the_cross_validation_prints_each_variant_and_the_choice(
 
 def test_the_bench_can_leave_the_set_never_tuned_on_out(taxonomy: Taxonomy,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    """While tuning, ``--no-final`` prints no figure of double-2 (printed once, at the end), and
+    """While tuning, ``--no-final`` prints no figure of double-3 (printed once, at the end), and
     ``--errors`` never lists its entries."""
     bench = _quality_bench()
-    bench._double_sets(taxonomy, "double-2", final=False)
+    bench._double_sets(taxonomy, "double-3", final=False)
     printed = capsys.readouterr().out
-    assert "== double-1:" in printed and "double-2" not in printed
+    assert "== double-1:" in printed and "== double-2:" in printed and "double-3" not in printed
+    assert {"double-3"} == bench.NEVER_TRAINED
     bench._double_sets(taxonomy, "double-1", final=False)
     assert "[double-1] " in capsys.readouterr().out, "a tuned set's errors are listed"
 

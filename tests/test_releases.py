@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from digest.analyze.releases import ITEM_CHARS, ReleaseNotes, release_notes, release_version
+from digest.analyze.classify import classify, classify_items, is_borderline, relevance_distance
+from digest.analyze.releases import ITEM_CHARS, ReleaseNotes, is_fix_release, release_notes, release_version
+from digest.analyze.taxonomy import load_taxonomy
+from digest.domain.items import Item
 from digest.domain.writeups import EventInput, SourceText
 from digest.write.extractive import extractive_event
 
@@ -117,3 +122,60 @@ def test_a_release_without_changes_says_so_and_a_paper_gets_no_release_line() ->
     assert "升级前核对" not in " ".join(quiet.watch)
     paper = extractive_event(_release(FLAT, url="https://arxiv.org/abs/2609.00001"), "en")
     assert "Version" not in paper.summary and "breaking change" not in paper.summary
+
+
+FIXES_ONLY = ("Bug fixes\n\n- Fix a crash in the loop vectorizer on AArch64.\n"
+              "- Fixed a miscompile of i128 shifts.")
+
+
+@pytest.mark.parametrize(("title", "text", "url", "fixes_only"), [
+    ("Numba 0.61.2", FIXES_ONLY, None, True),
+    ("llvmlite v0.41.1", "Resolved a build failure with LLVM 14.", None, True),
+    ("Warp 1.7.2", FIXES_ONLY, "https://github.com/NVIDIA/warp/releases/tag/v1.7.2", True),
+    ("Numba 0.61.0", FIXES_ONLY, None, False),  # not a patch version
+    ("Numba 0.61.10", FIXES_ONLY, None, True),
+    ("Futhark 0.25.36", "### Added\n\n- Fusion of map nests with scatter.", None, False),
+    ("Emscripten 6.0.7", FIXES_ONLY + "\n- Added support for wasm64 exceptions.", None, False),
+    ("CUTLASS 3.5.1", "- New CuTe layouts for Hopper.\n- Fix a typo.", None, False),
+    ("Binaryen 2.0.1", "Improved inlining heuristics.", None, False),
+    ("Release 2024.10.3", FIXES_ONLY, None, True),
+    ("No version here", FIXES_ONLY, None, False),
+])
+def test_a_patch_release_that_adds_nothing_only_fixes(title: str, text: str, url: str | None,
+                                                      fixes_only: bool) -> None:
+    assert is_fix_release(title, text, url) is fixes_only
+
+
+def test_a_fix_only_release_is_not_news_but_a_release_that_adds_is() -> None:
+    taxonomy = load_taxonomy()
+    assert taxonomy.fix_release > 0
+
+    def release(version: str, notes: str) -> Item:
+        return Item(1, "gh-numba", "Numba", 0.8, "github-releases", f"Numba {version}", notes,
+                    f"https://github.com/numba/numba/releases/tag/{version}",
+                    repo="numba/numba", tag=version)
+
+    compiler_fixes = ("Bug fixes\n\n- Fix the LLVM code generation of parfors loops in the "
+                      "CUDA target compiler.\n- Fix a JIT compilation crash on AArch64.")
+    fixes = classify(release("0.61.2", compiler_fixes), taxonomy)
+    assert not fixes.relevant and fixes.totals["fix_release"] == 1.0
+    assert relevance_distance(fixes.totals, taxonomy) == -taxonomy.fix_release
+    assert is_borderline(fixes, taxonomy), "a second opinion (LLM triage) may still read the notes"
+    off = classify(release("0.61.2", compiler_fixes), replace(taxonomy, fix_release=0.0))
+    assert off.relevant, "the same notes are compiler news when the rule is off"
+    adds = classify(release("0.61.3", compiler_fixes + "\n- Added support for LLVM 20 in the JIT."),
+                    taxonomy)
+    assert adds.relevant and "fix_release" not in adds.totals
+    minor = classify(release("0.62.0", compiler_fixes), taxonomy)
+    assert minor.relevant, "a minor or major release is judged by its evidence alone"
+    post = Item(2, "numba-blog", "Numba blog", 0.8, "rss", "Numba 0.61.2 fixes parfors codegen",
+                compiler_fixes, "https://numba.example/blog/0-61-2")
+    assert classify_items([release("0.61.2", compiler_fixes), post], taxonomy).relevant, (
+        "an event with a post about the release is not a bare fix release")
+
+
+def test_a_patch_release_that_changes_an_api_is_not_fix_only() -> None:
+    notes = ("Changes: jax.jit now forwards compiler_options to XLA. Deprecations: "
+             "jax.tree_util.register_keypaths has been removed.")
+    assert not is_fix_release("JAX v0.6.1", notes)
+    assert is_fix_release("JAX v0.6.1", "Changes: jax.jit no longer crashes on empty pytrees.")

@@ -24,7 +24,9 @@ compiler layer (``fallback_share``), never hardware or benchmark.
 
 With ``[relevance] model`` set, a learned model over these totals decides
 whether an entry is compiler news (:func:`news_margin`, digest/analyze/learned.py);
-the layers, the community rule and the strength stay the rules'.
+the community rule and the strength stay the rules'. With ``layer_model`` set, a
+learned model per layer chooses a relevant entry's layers (:func:`layers_of`,
+digest/analyze/layer_model.py); whether it is relevant stays as above.
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from digest.analyze.layer_model import layer_features, words
 from digest.analyze.learned import KINDS, probability
+from digest.analyze.releases import is_fix_release
 from digest.analyze.taxonomy import Taxonomy, figures, measurements, tokenize
 from digest.domain.items import Item
 from digest.domain.layers import LAYER_IDS
@@ -212,19 +216,23 @@ def relevance_distance(totals: Mapping[str, float], taxonomy: Taxonomy) -> float
     margin, where the prior counts at most the margin (a prior breaks a tie, it
     never outweighs negative evidence); the subject names compiler work
     (``subject`` reaches ``subject_evidence``: a long post's passing mentions do
-    not make it news); and the titles are not a community/admin post
-    (``community`` at most its threshold). The distance is the smallest
-    slack. Compiler news is relevant when it also has a layer (:func:`decide`).
+    not make it news); the titles are not a community/admin post
+    (``community`` at most its threshold); and the entries are not only patch
+    releases that fix bugs (``fix_release``, digest/analyze/releases.py: such
+    an event sits ``taxonomy.fix_release`` below the decision, 0: off). The
+    distance is the smallest slack. Compiler news is relevant when it also has a layer (:func:`decide`).
     """
     prior = totals.get("prior", 0.0)
     decides = min(prior, totals.get("prior_decides", prior))
     text = totals["core"] - prior + totals.get("layer_evidence", 0.0)
     subject = totals.get("subject", taxonomy.subject_evidence)
+    fixes_only = -taxonomy.fix_release if totals.get("fix_release", 0.0) else math.inf
     return min(text + decides - taxonomy.relevance_threshold,
                subject - taxonomy.subject_evidence,
                text + min(prior, taxonomy.relevance_margin) - totals["negative"]
                - taxonomy.relevance_margin,
-               taxonomy.community_threshold - totals.get("community", 0.0))
+               taxonomy.community_threshold - totals.get("community", 0.0),
+               fixes_only)
 
 
 def news_margin(totals: Mapping[str, float], evidence: Mapping[str, Sequence[str]],
@@ -260,7 +268,42 @@ def is_roundup(totals: Mapping[str, float], taxonomy: Taxonomy) -> bool:
     return bool(taxonomy.roundup) and totals.get("roundup", 0.0) >= taxonomy.roundup_threshold
 
 
+def layer_shares(totals: Mapping[str, float], taxonomy: Taxonomy) -> dict[str, float]:
+    """Each layer's evidence as a share of its threshold (a roundup's own)."""
+    roundup = is_roundup(totals, taxonomy)
+    return {lid: totals.get(lid, 0.0) / taxonomy.layers[lid].needs(roundup) for lid in LAYER_IDS}
+
+
 def layers_of(totals: Mapping[str, float], taxonomy: Taxonomy) -> tuple[str, ...]:
+    """The entry's layers: the rules' (:func:`rules_layers`), chosen again by the learned model.
+
+    With a layer model (``taxonomy.layer_model``; its probabilities are in the
+    totals as ``learned.<layer>``, :func:`_classify`), an entry the rules give
+    any layer has the model's layers (digest/analyze/layer_model.py); one they
+    give none still has none, so the model never changes what is relevant.
+    """
+    found = rules_layers(totals, taxonomy)
+    model = taxonomy.layer_model
+    if not found or model is None or f"learned.{LAYER_IDS[0]}" not in totals:
+        return found
+    return model.choose({lid: totals.get(f"learned.{lid}", 0.0) for lid in LAYER_IDS})
+
+
+def layer_inputs(totals: Mapping[str, float], evidence: Mapping[str, Sequence[str]], text: str,
+                 taxonomy: Taxonomy) -> dict[str, dict[str, float]]:
+    """The layer model's inputs for each layer, from the rules' totals and evidence and the text.
+
+    The one computation the classifier and the trainer (bench/train_layers.py) share.
+    """
+    shares = layer_shares(totals, taxonomy)
+    chosen = rules_layers(totals, taxonomy)
+    phrases = sorted({p for key in ("core", *LAYER_IDS) for p in evidence.get(key, ())})
+    text_words = words(text)
+    return {lid: layer_features(lid, shares, chosen, totals, phrases, text_words)
+            for lid in LAYER_IDS}
+
+
+def rules_layers(totals: Mapping[str, float], taxonomy: Taxonomy) -> tuple[str, ...]:
     """The layers whose evidence reaches their threshold (a roundup's own), in the fixed order.
 
     Outside a roundup, a layer other than the strongest (by its share of its
@@ -274,7 +317,7 @@ def layers_of(totals: Mapping[str, float], taxonomy: Taxonomy) -> tuple[str, ...
     an entry about the Clang driver may name Clang once.
     """
     roundup = is_roundup(totals, taxonomy)
-    share = {lid: totals.get(lid, 0.0) / taxonomy.layers[lid].needs(roundup) for lid in LAYER_IDS}
+    share = layer_shares(totals, taxonomy)
     found = tuple(lid for lid in LAYER_IDS if share[lid] >= 1.0)
     if found and not roundup:
         found = _secondary(found, share, totals, taxonomy)
@@ -329,25 +372,33 @@ def classify_text(text: str, taxonomy: Taxonomy, *, prior: float = 0.0,
 
 def _classify(leads: Sequence[tuple[str, str]], taxonomy: Taxonomy, *, prior: float,
               titles: Sequence[str], body: str,
-              prior_decides: float | None = None, kinds: Sequence[str] = ()) -> Classification:
+              prior_decides: float | None = None, kinds: Sequence[str] = (),
+              fixes_only: bool = False) -> Classification:
     """Classify entries' titles and summaries (``leads``) and their joined bodies.
 
     ``prior_decides``: how much of ``prior`` may count towards the relevance
     threshold (:func:`_prior`; None: all of it). ``kinds``: the entries' kinds,
     recorded in the totals as ``kind.<arxiv|blog|release>`` (the learned model reads them).
+    ``fixes_only``: every entry is a patch release that only fixes bugs (``fix_release``).
     """
     roundup = _title_weight(titles, taxonomy.roundup, taxonomy)
     matched, titled, opening = _matches(leads, body, taxonomy,
                                         is_roundup({"roundup": roundup}, taxonomy))
-    text = "\n\n".join(f"{title}\n{summary}" if title else summary for title, summary in leads)
-    whole = f"{text}\n\n{body}" if body else text
+    whole = _whole(leads, body)
     figs, measures = figures(whole), measurements(whole)
     totals = _totals(matched, titled, opening, len(figs), prior, taxonomy)
     totals["prior_decides"] = prior if prior_decides is None else prior_decides
     totals["community"] = _community(titles, taxonomy)
     totals["roundup"] = roundup
+    if fixes_only:
+        totals["fix_release"] = 1.0
     totals.update({f"kind.{KINDS[kind]}": 1.0 for kind in kinds if kind in KINDS})
     evidence = _evidence(matched, figs, measures, taxonomy)
+    if taxonomy.layer_model is not None:
+        model = taxonomy.layer_model
+        inputs = layer_inputs(totals, evidence, whole, taxonomy)
+        totals.update({f"learned.{lid}": round(model.probability(lid, inputs[lid]), 6)
+                       for lid in LAYER_IDS})
     relevant, strength, layers = decide(totals, taxonomy, news_margin(totals, evidence, taxonomy) >= 0)
     return Classification(relevant, strength, layers, evidence, totals)
 
@@ -375,16 +426,34 @@ def _community(titles: Sequence[str], taxonomy: Taxonomy) -> float:
     return min((weight(t) for t in titles), default=0.0)
 
 
+def _texts(items: Sequence[Item]) -> tuple[list[tuple[str, str]], str]:
+    """The entries' distinct titles and summaries, and their distinct bodies joined."""
+    leads = list(dict.fromkeys((item.title, item.summary) for item in items))
+    body = "\n\n".join(dict.fromkeys(item.body_beyond_summary for item in items
+                                     if item.body_beyond_summary))
+    return leads, body
+
+
+def _whole(leads: Sequence[tuple[str, str]], body: str) -> str:
+    text = "\n\n".join(f"{title}\n{summary}" if title else summary for title, summary in leads)
+    return f"{text}\n\n{body}" if body else text
+
+
+def classified_text(items: Sequence[Item]) -> str:
+    """The text :func:`classify_items` reads: each title and summary, then the bodies."""
+    return _whole(*_texts(items))
+
+
 def classify_items(items: Sequence[Item], taxonomy: Taxonomy) -> Classification:
     """Classify the entries of one event together (their texts joined, the best source prior)."""
     if not items:
         raise ValueError("classify_items needs at least one item")
     prior_keys, prior, decides = _prior(items, taxonomy)
-    leads = list(dict.fromkeys((item.title, item.summary) for item in items))
-    body = "\n\n".join(dict.fromkeys(item.body_beyond_summary for item in items
-                                     if item.body_beyond_summary))
+    leads, body = _texts(items)
     result = _classify(leads, taxonomy, prior=prior, titles=[item.title for item in items],
-                       body=body, prior_decides=decides, kinds=[item.kind for item in items])
+                       body=body, prior_decides=decides, kinds=[item.kind for item in items],
+                       fixes_only=all(item.kind == "github-releases" and is_fix_release(
+                           item.title, classified_text([item]), item.url) for item in items))
     if prior_keys:
         result.evidence["source_prior"] = prior_keys
     return result

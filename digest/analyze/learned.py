@@ -133,21 +133,30 @@ def model_from(data: Mapping[str, object], where: str = "relevance model") -> Re
     return RelevanceModel(FEATURES, means, scales, weights, bias, threshold, band)
 
 
-@functools.cache
-def load_model(name: str) -> RelevanceModel:
-    """The model file ``name`` in the package's data folder (read once per process)."""
+def read_model_file(name: str, what: str) -> tuple[Mapping[str, object], str]:
+    """The JSON object in the data folder's file ``name`` and where it was read (for messages).
+
+    ConfigError when ``name`` is not a plain file name or the file is missing,
+    unreadable or not a JSON object; ``what`` names the model in the message.
+    """
     if not name or Path(name).name != name:
-        raise ConfigError(f"relevance model: {name!r} must be a file name in {data_dir()}")
+        raise ConfigError(f"{what}: {name!r} must be a file name in {data_dir()}")
     path = data_dir() / name
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ConfigError(f"relevance model: cannot read {path}: {exc.strerror or exc}") from exc
+        raise ConfigError(f"{what}: cannot read {path}: {exc.strerror or exc}") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"relevance model: {path} is not valid JSON: {exc}") from exc
+        raise ConfigError(f"{what}: {path} is not valid JSON: {exc}") from exc
     if not isinstance(data, dict):
-        raise ConfigError(f"relevance model: {path} must hold a JSON object")
-    return model_from(data, f"relevance model {path}")
+        raise ConfigError(f"{what}: {path} must hold a JSON object")
+    return data, f"{what} {path}"
+
+
+@functools.cache
+def load_model(name: str) -> RelevanceModel:
+    """The model file ``name`` in the package's data folder (read once per process)."""
+    return model_from(*read_model_file(name, "relevance model"))
 
 
 def probability(totals: Mapping[str, float], evidence: Mapping[str, Sequence[str]],

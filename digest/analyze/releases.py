@@ -103,6 +103,30 @@ def release_notes(title: str, text: str, url: str | None = None) -> ReleaseNotes
                         tuple(found[DEPRECATED]), tuple(found[REMOVED]))
 
 
+_PATCH_VERSION = re.compile(r"^v?\d+\.\d+\.0*[1-9]\d*(?![\w.])")
+# A heading that opens additions, or an item that adds: what a fix-only release's notes lack.
+_ADDS = re.compile(
+    r"^\W*(?:#+\s*)?(?:added|new features?|features|enhancements|improvements|highlights|what'?s new)\b"
+    r"|^\W*(?:add(?:s|ed)?|new|support(?:s|ed)?|implement(?:s|ed)?|introduc\w+|enable[sd]?|"
+    r"improve[sd]?|optimi[sz]\w*)\b", re.I | re.M)
+
+
+def is_fix_release(title: str, text: str, url: str | None = None) -> bool:
+    """A patch release (x.y.z, z > 0) whose notes add nothing: only fixes.
+
+    "Adds nothing": no heading that opens additions ("Added", "New features",
+    "Improvements", ...), no line that starts by adding, supporting,
+    implementing, introducing, enabling, improving or optimising, and no
+    breaking change, deprecation or removal (:func:`release_notes`). The
+    readers' guide: a release is news for what it changes; one that only fixes
+    bugs is not.
+    """
+    version = release_version(title, url)
+    if not (version and _PATCH_VERSION.match(version)) or _ADDS.search(text):
+        return False
+    return release_notes(title, text, url).changes == 0
+
+
 def _sentences(text: str) -> list[str]:
     """Paragraphs (blank-line separated) cut into sentences; a heading paragraph stays whole."""
     out: list[str] = []

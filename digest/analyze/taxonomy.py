@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from digest.analyze.figures import extract_figures, normalise
+from digest.analyze.layer_model import LayerModel, load_layer_model
 from digest.analyze.learned import RelevanceModel, load_model
 from digest.domain.errors import ConfigError
 from digest.domain.layers import LAYER_IDS
@@ -35,13 +36,13 @@ _DASHES = re.compile(r"[-‐‑‒–—]")
 _SPEEDUP_SIGNS = ("x", "×", "倍")
 # After a ratio's sign: a shape or a name ("4x4", "2x_"), or a count of hardware ("8x H100", "4x GPUs").
 _NOT_A_SPEEDUP = re.compile(r"[a-z0-9_]|\s*(?:[a-z]+\d{2,}|gpus?|nodes?|cores?)", re.I)
-_TOP_KEYS = {"version", "relevance", "negative", "source_prior", "novelty", "layers", "community",
-             "roundup"}
+_TOP_KEYS = {"version", "layer_model", "relevance", "negative", "source_prior", "novelty", "layers",
+             "community", "roundup"}
 _RELEVANCE_KEYS = {"threshold", "margin", "saturation", "layer_share", "triage_band", "core",
                    "layer_evidence", "layer_evidence_cap", "evidence_layers", "body_share",
                    "lead_chars", "title_share", "fallback_share", "secondary_weight",
                    "subject_chars", "context_layers", "secondary_share", "max_layers",
-                   "subject_evidence", "model"}
+                   "subject_evidence", "model", "fix_release"}
 _COMMUNITY_KEYS = {"threshold", "phrases", "programmes"}
 _LAYER_KEYS = {"threshold", "phrases", "figure_weight", "max_figures", "roundup_threshold"}
 
@@ -218,9 +219,14 @@ class Taxonomy:
     # there must reach this (0: off). A framework's release post or a library's
     # announcement says "JIT" and "CUDA" further on.
     subject_evidence: float = 0.0
+    # How far below the decision a patch release that only fixes bugs sits (0: off).
+    fix_release: float = 0.0
     # The learned relevance decision over these rules' evidence (``[relevance] model``, a file
     # in the package's data folder; "" or absent: the rules decide). See digest/analyze/learned.py.
     model: RelevanceModel | None = None
+    # The learned choice of a relevant entry's layers (top-level ``layer_model``, a file in the
+    # package's data folder; "" or absent: the rules choose). See digest/analyze/layer_model.py.
+    layer_model: LayerModel | None = None
 
 
 def _weights(table: object, where: str) -> dict[str, float]:
@@ -339,7 +345,9 @@ def build_taxonomy(data: Mapping[str, Any]) -> Taxonomy:
         secondary_share=_number(rel, "secondary_share", "relevance", 0.0),
         max_layers=int(_number(rel, "max_layers", "relevance", 0.0)),
         subject_evidence=_number(rel, "subject_evidence", "relevance", 0.0),
+        fix_release=_number(rel, "fix_release", "relevance", 0.0),
         model=_model(rel),
+        layer_model=_layer_model(data),
     )
 
 
@@ -349,6 +357,14 @@ def _model(rel: Mapping[str, Any]) -> RelevanceModel | None:
     if not isinstance(name, str):
         raise ConfigError("taxonomy: [relevance] model must be a file name (\"\" for none)")
     return load_model(name) if name else None
+
+
+def _layer_model(data: Mapping[str, Any]) -> LayerModel | None:
+    """The learned layer model the top-level ``layer_model`` names (None for "" or none)."""
+    name = data.get("layer_model", "")
+    if not isinstance(name, str):
+        raise ConfigError("taxonomy: layer_model must be a file name (\"\" for none)")
+    return load_layer_model(name) if name else None
 
 
 def default_taxonomy_path() -> Path:
