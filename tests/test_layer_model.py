@@ -25,6 +25,7 @@ from digest.analyze.taxonomy import Taxonomy, default_taxonomy_path, load_taxono
 from digest.domain.errors import ConfigError
 from digest.domain.items import Item
 from digest.domain.layers import LAYER_IDS
+from tests.bench_modules import bench_module
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "layer_model.json"
@@ -177,3 +178,20 @@ def test_on_the_sets_it_learned_from_the_model_beats_the_rules(taxonomy: Taxonom
     mine = count(examples, predict(examples, taxonomy)).micro.f1
     theirs = count(examples, predict(examples, rules)).micro.f1
     assert mine > 0.8 and theirs > 0.8, (mine, theirs)
+
+
+def test_the_trainer_never_learns_from_the_never_tuned_set_and_keeps_shared_words() -> None:
+    """bench/train_layers.py's pure parts (fitting needs the train extra, not the test one)."""
+    trainer = bench_module("train_layers")
+    sets = trainer.training_sets()
+    assert not set(sets) & trainer.NEVER_TRAINED and {"project", "double-1", "double-2"} <= set(sets)
+    assert all(e.relevant for examples in sets.values() for e in examples)
+    shared = [{lid: {"share": 0.5, "w:fusion": 1.0} for lid in LAYER_IDS}] * (trainer.MIN_DF - 1)
+    rows = [{lid: {"share": 1.0, "p:mlir": 1.0, "w:fusion": 1.0, "w:rare": 1.0} for lid in LAYER_IDS},
+            *shared]
+    assert trainer._vocabulary(rows) == ["p:mlir", "share", "w:fusion"], (
+        "every non-word input, and words in at least MIN_DF entries")
+    data = json.loads((ROOT / "digest" / "data" / MODEL).read_text(encoding="utf-8"))
+    assert data["training_sets"] == {name: len(examples) for name, examples in sets.items()}, (
+        "the shipped file was trained on exactly these sets (retrain: bench/train_layers.py)")
+    assert (data["threshold"], data["C"], data["min_df"]) == (trainer.THRESHOLD, trainer.C, trainer.MIN_DF)

@@ -2,13 +2,15 @@
 
 Relevance needs compiler evidence: the taxonomy's core phrases plus a capped
 share of the layers' phrases (runtime and kernel work such as CUDA graphs or
-FlashAttention counts), and a compiler project's own source as a prior: in
-full for its releases, at most the margin for its blog or newsletter (a tie
-breaker: the text must make a post news), never outweighing negative evidence. Hardware or benchmark
-words alone never suffice; general-ML evidence (fine-tuning, RLHF, medical
-imaging...) blocks an entry whose compiler evidence is weak; a community or
-admin post (a board update, office hours, a meeting programme, the programme
-of Summer of Code rather than a project report from it) is never news.
+FlashAttention counts), and a compiler project's own source as a prior: at
+most the margin, for its releases as for its blog or newsletter (a tie
+breaker: the text must make an entry news), never outweighing negative
+evidence. Hardware or benchmark words alone never suffice; general-ML evidence
+(fine-tuning, RLHF, medical imaging...) blocks an entry whose compiler
+evidence is weak; a community or admin post (a board update, office hours, a
+meeting programme, the programme of Summer of Code rather than a project
+report from it) is never news, nor is a patch release whose notes only fix
+bugs (digest/analyze/releases.py: a release is news for what it changes).
 
 Evidence is weighed by where it stands: a phrase in a title or in the lead of
 a summary (an abstract's length) counts in full, one met only further on or in
@@ -220,7 +222,8 @@ def relevance_distance(totals: Mapping[str, float], taxonomy: Taxonomy) -> float
     (``community`` at most its threshold); and the entries are not only patch
     releases that fix bugs (``fix_release``, digest/analyze/releases.py: such
     an event sits ``taxonomy.fix_release`` below the decision, 0: off). The
-    distance is the smallest slack. Compiler news is relevant when it also has a layer (:func:`decide`).
+    distance is the smallest slack. Compiler news is relevant when it also has
+    a layer (:func:`decide`).
     """
     prior = totals.get("prior", 0.0)
     decides = min(prior, totals.get("prior_decides", prior))
