@@ -159,9 +159,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         same = MODEL.exists() and MODEL.read_text(encoding="utf-8") == text
         print(f"{MODEL}: {'the same as a retrain' if same else 'differs from a retrain'}")
         return 0 if same else 1
+    weights = sum(len(table) for table in model_from(document).weights.values())
     MODEL.write_text(text, encoding="utf-8")
-    print(f"wrote {MODEL}: {document['training_size']} entries, "
-          f"{sum(len(v['weights']) for v in document['layers'].values())} weights")  # type: ignore[attr-defined]
+    print(f"wrote {MODEL}: {document['training_size']} entries, {weights} weights")
     return 0
 
 
