@@ -8,8 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from digest.analyze.classify import classify
 from digest.analyze.figures import extract_figures, unsupported_figures
-from digest.analyze.taxonomy import figures
+from digest.analyze.taxonomy import figures, load_taxonomy
+from digest.domain.items import Item
 
 # Phrases from the seeds' sources, as the check sees them.
 SOURCE = (
@@ -35,6 +37,19 @@ def test_magnitudes_scale_across_languages() -> None:
     (seven_m,), (seven_m_zh,) = extract_figures("7M tokens"), extract_figures("700 万 tokens")
     assert seven_m.value == seven_m_zh.value == Decimal(7_000_000)
     assert [str(f.value) for f in extract_figures("16 GB, 3.2GHz, 6B params")] == ["16", "3.2", "6000000000"]
+
+
+def test_a_number_longer_than_decimals_precision_is_kept_exact_and_never_raises() -> None:
+    """A feed entry of "1" and 28 zeros crashed the classifier (decimal.InvalidOperation),
+    found by tests/test_news_veto.py's property test; a longer one was rounded."""
+    long = "1" + "0" * 28
+    assert _values(f"{long} tokens") == [(long, "")]
+    digits = "1234567890" * 5
+    assert _values(f"{digits} billion, {digits}x") == [(digits + "0" * 9, ""), (digits, "ratio")]
+    assert unsupported_figures(f"up to {digits}x faster", f"it is up to {digits}x faster") == []
+    item = Item(1, "blog", "A blog", 0.5, "rss", "A compiler", f"The MLIR compiler emits {long} kernels.",
+                "https://example.org/post")
+    assert classify(item, load_taxonomy()).relevant
 
 
 def test_names_are_not_figures_in_a_writeup_but_count_in_sources() -> None:

@@ -37,7 +37,7 @@ import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from decimal import Decimal
+from decimal import Decimal, localcontext
 
 _SCALES: dict[str, int] = {
     "k": 10**3, "thousand": 10**3, "m": 10**6, "million": 10**6,
@@ -113,7 +113,11 @@ def _figure(match: re.Match[str]) -> Figure:
         return Figure(number, digits, "version", number=number, end=match.end("num"))
     kind, scale = _unit_meaning(unit)
     raw = match.group(0).strip() if kind or scale != 1 else number
-    value = _canonical(Decimal(digits) * scale)
+    # exact for any length: the default context's 28 digits would round a long number and
+    # fail to write it without an exponent (a feed may write "1" and 28 zeros)
+    with localcontext() as exact:
+        exact.prec = len(digits) + len(str(scale))
+        value = _canonical(Decimal(digits) * scale)
     return Figure(raw, value, kind, scaled=scale != 1, number=number, unit=unit, end=match.end())
 
 
