@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/quality.py [--errors SET] [--taxonomy PATH] [--no-final]
         [--cv [--cv-on outside-tune|unseen-tune|dev+unseen-tune]] [--model FILE]
-        [--layer-model FILE]
+        [--layer-model FILE] [--veto FILE]
 
 The sets, printed apart, from the most tuned on to the never tuned on:
 
@@ -21,15 +21,18 @@ The sets, printed apart, from the most tuned on to the never tuned on:
   one written guide (bench/data/labelling_guide.md), every disagreement
   adjudicated by a third reader who saw both: ``double-1``, ``double-2`` and
   ``double-4`` are tuned on (each after one print with the classifier of its
-  day) and the layer model (bench/train_layers.py) is trained on them; ``double-3``
-  never: its errors are never listed, ``--no-final`` leaves it out while
-  tuning (print it once, at the end of a round of work). Each prints the classifier against the
-  adjudicated labels, whole and per kind (arXiv, blogs, releases), then how
-  far the two readers agree with each other, with the adjudicated labels, and
-  the classifier with each reader: what one person's labels allow.
+  day) and the learned models (bench/train_layers.py, bench/train_veto.py) are
+  trained on them; ``double-3`` and ``double-5`` never: their errors are never
+  listed, ``--no-final`` leaves them out while tuning (print them once, at the
+  end of a round of work). double-5's readers had the guide with its appendix
+  of the adjudicators' conventions; the earlier sets' readers had it without.
+  Each prints the classifier against the adjudicated labels, whole and per
+  kind (arXiv, blogs, releases), then how far the two readers agree with each
+  other, with the adjudicated labels, and the classifier with each reader:
+  what one person's labels allow.
 
 ``--errors SET`` lists the misclassified entries of a tuned set (never of
-``double-3``).
+``double-3`` or ``double-5``).
 
 ``--cv`` first cross-validates the knobs that are chosen by cross-validation
 (``CV_GRID``), 5 folds by a stable hash of each item's id
@@ -42,7 +45,8 @@ with dev (whose labels give 3-4).
 digest/data written by bench/train_relevance.py; ``--model ""`` with the
 rules alone) whatever the taxonomy's ``[relevance] model`` says;
 ``--layer-model FILE`` likewise with a learned layer choice
-(bench/train_layers.py; ``""``: the rules' layers). The expert order is
+(bench/train_layers.py; ``""``: the rules' layers), ``--veto FILE`` with a
+learned news veto (bench/train_veto.py; ``""``: none). The expert order is
 always the built-in taxonomy's (as the pipeline runs).
 
 Last, the order of the days' events against a compiler engineer's ranking
@@ -76,6 +80,7 @@ from test_expert_order import report as order_report
 from digest.analyze.classify import Classification, classify, decide, news_margin
 from digest.analyze.layer_model import load_layer_model
 from digest.analyze.learned import load_model
+from digest.analyze.news_veto import load_news_veto
 from digest.analyze.taxonomy import Taxonomy, load_taxonomy
 from digest.ingest.sources import load_sources
 
@@ -154,12 +159,16 @@ def _single_reader_sets(taxonomy: Taxonomy, errors: str | None) -> None:
 # never tuned or trained on; double-4 (221 entries, labelled after double-3: other days,
 # AMD ROCm, JuliaGPU, Chapel, Pony and OCaml posts, LDC, ponyc, V, Idris 2, HIPIFY and
 # OCaml releases) was printed once with the classifier that double-3 measured, then
-# trained on.
+# trained on; double-5 (207 entries, labelled in stop 23 under the guide with its appendix:
+# arXiv listings of May 2026, older ROCm, vLLM, V8, SpiderMonkey, PyPy, Julia, JuliaGPU, Zig
+# and Bytecode Alliance posts, older LDC, ponyc, V, HIPIFY, Crystal, ISPC, Emscripten and mypy
+# releases) is never tuned or trained on: first printed with the classifier of stop 23.
 DOUBLE_SETS: dict[str, tuple[str, bool]] = {"double-1": ("double1_labels.jsonl", True),
                                             "double-2": ("double2_labels.jsonl", True),
                                             "double-4": ("double4_labels.jsonl", True),
-                                            "double-3": ("double3_labels.jsonl", False)}
-# The sets nobody tuned on or trained a model on (bench/train_layers.py leaves them out).
+                                            "double-3": ("double3_labels.jsonl", False),
+                                            "double-5": ("double5_labels.jsonl", False)}
+# The sets nobody tuned on or trained a model on (the trainers leave them out).
 NEVER_TRAINED = frozenset(named for named, (_, tuned) in DOUBLE_SETS.items() if not tuned)
 READERS = ("a", "b")
 _DOUBLE_KINDS = {"arxiv": "arxiv", "rss": "blogs", "github-releases": "releases"}
@@ -456,6 +465,8 @@ def main() -> int:
                         help="the learned relevance model to measure with (\"\": the rules alone)")
     parser.add_argument("--layer-model", default=None, metavar="FILE",
                         help="the learned layer model to measure with (\"\": the rules' layers)")
+    parser.add_argument("--veto", default=None, metavar="FILE",
+                        help="the learned news veto to measure with (\"\": none)")
     args = parser.parse_args()
     taxonomy = load_taxonomy(args.taxonomy)
     if args.model is not None:
@@ -463,7 +474,10 @@ def main() -> int:
     if args.layer_model is not None:
         taxonomy = replace(taxonomy, layer_model=load_layer_model(args.layer_model)
                            if args.layer_model else None)
-    print(f"######## relevance decided by {'the learned model' if taxonomy.model else 'the rules'}, "
+    if args.veto is not None:
+        taxonomy = replace(taxonomy, veto=load_news_veto(args.veto) if args.veto else None)
+    print(f"######## relevance decided by {'the learned model' if taxonomy.model else 'the rules'}"
+          f"{', with the learned news veto' if taxonomy.veto else ''}, "
           f"layers chosen by {'the learned layer model' if taxonomy.layer_model else 'the rules'}")
     if args.cv:
         _cross_validate(taxonomy, args.cv_on)

@@ -30,7 +30,7 @@ import argparse
 import json
 import sys
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -56,12 +56,17 @@ _SMALLEST = 0.01  # weights smaller than this are left out of the file
 Features = dict[str, float]
 
 
-def training_sets() -> dict[str, list[Example]]:
-    """Every labelled set the model may learn from, by name (the relevant entries only)."""
+def labelled_sets() -> dict[str, list[Example]]:
+    """Every labelled set the learned models may learn from, by name (never a NEVER_TRAINED one)."""
     sets: dict[str, list[Example]] = {"project": list(load()), "unseen": load_unseen()}
     sets.update({name: load_later(name) for name in LATER_SETS})
     sets.update({name: load_double(name) for name in DOUBLE_SETS if name not in NEVER_TRAINED})
-    return {name: [e for e in examples if e.relevant] for name, examples in sets.items()}
+    return sets
+
+
+def training_sets() -> dict[str, list[Example]]:
+    """The layer model's training sets, by name: the relevant entries of each labelled set."""
+    return {name: [e for e in examples if e.relevant] for name, examples in labelled_sets().items()}
 
 
 def inputs_of(examples: Sequence[Example], taxonomy: Taxonomy) -> list[dict[str, Features]]:
@@ -75,33 +80,37 @@ def inputs_of(examples: Sequence[Example], taxonomy: Taxonomy) -> list[dict[str,
     return out
 
 
-def _vocabulary(rows: Sequence[Mapping[str, Features]]) -> list[str]:
+def vocabulary(rows: Iterable[Features]) -> list[str]:
     """The feature names kept: every non-word feature, and words in at least MIN_DF rows."""
     counts: Counter[str] = Counter()
     for row in rows:
-        counts.update(row[LAYER_IDS[0]])
+        counts.update(row)
     return sorted(n for n, k in counts.items() if not n.startswith("w:") or k >= MIN_DF)
+
+
+def fit_logistic(rows: Sequence[Features], targets: Sequence[bool], names: Sequence[str],
+                 c: float) -> dict[str, object]:
+    """``{"bias", "weights"}`` of an L2 logistic regression (inverse strength ``c``) over ``names``."""
+    import numpy as np  # the train extra's: the product does not need them
+    from sklearn.linear_model import LogisticRegression
+
+    index = {n: i for i, n in enumerate(names)}
+    x = np.zeros((len(rows), len(names)))
+    for r, row in enumerate(rows):
+        for name, value in row.items():
+            if name in index:
+                x[r, index[name]] = value
+    model = LogisticRegression(C=c, max_iter=10000).fit(x, np.array(targets))
+    weights = {n: round(float(w), _DIGITS) for n, w in zip(names, model.coef_[0], strict=True)
+               if abs(w) >= _SMALLEST}
+    return {"bias": round(float(model.intercept_[0]), _DIGITS), "weights": weights}
 
 
 def fit(rows: Sequence[Mapping[str, Features]], labels: Sequence[frozenset[str]]) -> dict[str, object]:
     """The model document fitted on ``rows`` (inputs per layer) and their layer labels."""
-    import numpy as np  # the train extra's: the product does not need them
-    from sklearn.linear_model import LogisticRegression
-
-    names = _vocabulary(rows)
-    index = {n: i for i, n in enumerate(names)}
-    layers: dict[str, object] = {}
-    for lid in LAYER_IDS:
-        x = np.zeros((len(rows), len(names)))
-        for r, row in enumerate(rows):
-            for name, value in row[lid].items():
-                if name in index:
-                    x[r, index[name]] = value
-        y = np.array([lid in label for label in labels])
-        model = LogisticRegression(C=C, max_iter=10000).fit(x, y)
-        weights = {n: round(float(w), _DIGITS) for n, w in zip(names, model.coef_[0], strict=True)
-                   if abs(w) >= _SMALLEST}
-        layers[lid] = {"bias": round(float(model.intercept_[0]), _DIGITS), "weights": weights}
+    names = vocabulary(row[LAYER_IDS[0]] for row in rows)
+    layers = {lid: fit_logistic([row[lid] for row in rows], [lid in label for label in labels], names, C)
+              for lid in LAYER_IDS}
     return {"threshold": THRESHOLD, "C": C, "min_df": MIN_DF, "training_size": len(rows),
             "layers": layers}
 

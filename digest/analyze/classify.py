@@ -28,7 +28,9 @@ With ``[relevance] model`` set, a learned model over these totals decides
 whether an entry is compiler news (:func:`news_margin`, digest/analyze/learned.py);
 the community rule and the strength stay the rules'. With ``layer_model`` set, a
 learned model per layer chooses a relevant entry's layers (:func:`layers_of`,
-digest/analyze/layer_model.py); whether it is relevant stays as above.
+digest/analyze/layer_model.py); whether it is relevant stays as above. With
+``[relevance] veto`` set, a learned model over the same words may only take
+away: rules' news it finds unlikely is not news (digest/analyze/news_veto.py).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from dataclasses import dataclass, field, replace
 
 from digest.analyze.layer_model import layer_features, words
 from digest.analyze.learned import KINDS, probability
+from digest.analyze.news_veto import news_features
 from digest.analyze.releases import is_fix_release
 from digest.analyze.taxonomy import Taxonomy, figures, measurements, tokenize
 from digest.domain.items import Item
@@ -221,21 +224,29 @@ def relevance_distance(totals: Mapping[str, float], taxonomy: Taxonomy) -> float
     not make it news); the titles are not a community/admin post
     (``community`` at most its threshold); and the entries are not only patch
     releases that fix bugs (``fix_release``, digest/analyze/releases.py: such
-    an event sits ``taxonomy.fix_release`` below the decision, 0: off). The
-    distance is the smallest slack. Compiler news is relevant when it also has
-    a layer (:func:`decide`).
+    an event sits ``taxonomy.fix_release`` below the decision, 0: off). With a
+    news veto (``taxonomy.veto``; its P(news) is in the totals as
+    ``learned.news``, :func:`_classify`), the model's P must also reach its
+    threshold (digest/analyze/news_veto.py), unless the entry comes from a
+    compiler project's own source (a ``prior``: every post there is about a
+    compiler, and the community rule takes its admin posts). The distance is
+    the smallest slack. Compiler news is relevant when it also has a layer
+    (:func:`decide`).
     """
     prior = totals.get("prior", 0.0)
     decides = min(prior, totals.get("prior_decides", prior))
     text = totals["core"] - prior + totals.get("layer_evidence", 0.0)
     subject = totals.get("subject", taxonomy.subject_evidence)
     fixes_only = -taxonomy.fix_release if totals.get("fix_release", 0.0) else math.inf
+    news = totals.get("learned.news")
+    veto = (taxonomy.veto.slack(news) if taxonomy.veto is not None and news is not None and not prior
+            else math.inf)
     return min(text + decides - taxonomy.relevance_threshold,
                subject - taxonomy.subject_evidence,
                text + min(prior, taxonomy.relevance_margin) - totals["negative"]
                - taxonomy.relevance_margin,
                taxonomy.community_threshold - totals.get("community", 0.0),
-               fixes_only)
+               fixes_only, veto)
 
 
 def news_margin(totals: Mapping[str, float], evidence: Mapping[str, Sequence[str]],
@@ -397,6 +408,10 @@ def _classify(leads: Sequence[tuple[str, str]], taxonomy: Taxonomy, *, prior: fl
         totals["fix_release"] = 1.0
     totals.update({f"kind.{KINDS[kind]}": 1.0 for kind in kinds if kind in KINDS})
     evidence = _evidence(matched, figs, measures, taxonomy)
+    if taxonomy.veto is not None:
+        # its inputs read the rules' distance without the veto: learned.news is not yet set
+        news = news_features(totals, evidence, relevance_distance(totals, taxonomy), whole)
+        totals["learned.news"] = round(taxonomy.veto.probability(news), 6)
     if taxonomy.layer_model is not None:
         model = taxonomy.layer_model
         inputs = layer_inputs(totals, evidence, whole, taxonomy)

@@ -27,6 +27,7 @@ from typing import Any
 from digest.analyze.figures import extract_figures, normalise
 from digest.analyze.layer_model import LayerModel, load_layer_model
 from digest.analyze.learned import RelevanceModel, load_model
+from digest.analyze.news_veto import NewsVeto, load_news_veto
 from digest.domain.errors import ConfigError
 from digest.domain.layers import LAYER_IDS
 from digest.resources import data_dir
@@ -42,7 +43,7 @@ _RELEVANCE_KEYS = {"threshold", "margin", "saturation", "layer_share", "triage_b
                    "layer_evidence", "layer_evidence_cap", "evidence_layers", "body_share",
                    "lead_chars", "title_share", "fallback_share", "secondary_weight",
                    "subject_chars", "context_layers", "secondary_share", "max_layers",
-                   "subject_evidence", "model", "fix_release"}
+                   "subject_evidence", "model", "fix_release", "veto"}
 _COMMUNITY_KEYS = {"threshold", "phrases", "programmes"}
 _LAYER_KEYS = {"threshold", "phrases", "figure_weight", "max_figures", "roundup_threshold"}
 
@@ -227,6 +228,9 @@ class Taxonomy:
     # The learned choice of a relevant entry's layers (top-level ``layer_model``, a file in the
     # package's data folder; "" or absent: the rules choose). See digest/analyze/layer_model.py.
     layer_model: LayerModel | None = None
+    # A learned veto over the rules' relevance decision (``[relevance] veto``, a file in the
+    # package's data folder; "" or absent: none). See digest/analyze/news_veto.py.
+    veto: NewsVeto | None = None
 
 
 def _weights(table: object, where: str) -> dict[str, float]:
@@ -348,6 +352,7 @@ def build_taxonomy(data: Mapping[str, Any]) -> Taxonomy:
         fix_release=_number(rel, "fix_release", "relevance", 0.0),
         model=_model(rel),
         layer_model=_layer_model(data),
+        veto=_veto(rel),
     )
 
 
@@ -357,6 +362,14 @@ def _model(rel: Mapping[str, Any]) -> RelevanceModel | None:
     if not isinstance(name, str):
         raise ConfigError("taxonomy: [relevance] model must be a file name (\"\" for none)")
     return load_model(name) if name else None
+
+
+def _veto(rel: Mapping[str, Any]) -> NewsVeto | None:
+    """The learned news veto ``[relevance] veto`` names (None for "" or none)."""
+    name = rel.get("veto", "")
+    if not isinstance(name, str):
+        raise ConfigError("taxonomy: [relevance] veto must be a file name (\"\" for none)")
+    return load_news_veto(name) if name else None
 
 
 def _layer_model(data: Mapping[str, Any]) -> LayerModel | None:

@@ -1,0 +1,92 @@
+"""A learned veto over the rules' relevance decision (``data/news_veto.json``).
+
+Why: the rules let in what merely sounds like a compiler (serving-system and
+model-launch posts full of "kernels" and "CUDA graphs", "compiling" in another
+sense, papers on chip floorplans), and readers do not count those as news.
+A logistic model trained by ``bench/train_veto.py`` on every tuned labelled
+set reads what the readers read (the words) beside the rules' own evidence,
+and an entry the rules call news stays news only when the model gives it
+P(news) >= the file's threshold.
+
+It can only take away: an entry the rules reject stays rejected, so it never
+lets in a new kind of item the rules have not seen. (The learned relevance
+decision of digest/analyze/learned.py, which replaced the rules, lost recall on
+sources it had never seen; left out of training one labelled set at a time,
+this veto kept every set's recall but the project's own dev set's and raised
+precision on every set.) The veto is a slack of the rules' distance
+(digest/analyze/classify.py, :func:`veto_slack`): P within ``1 / SCALE`` of
+the threshold is as close as one unit of compiler evidence, so a weak veto is
+a borderline call an LLM triage may overturn.
+
+Inputs (:func:`news_features`, shared by the trainer and the classifier):
+the rules' relevance features (digest/analyze/learned.py's, as ``r:<name>``),
+each taxonomy phrase matched for the core, the negative evidence or a layer
+(``p:<phrase>``), and each word of the text's first characters
+(digest/analyze/layer_model.py's ``words``, ``w:<word>``). Standard library
+only; the file is read once per process.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from digest.analyze.layer_model import words
+from digest.analyze.learned import FEATURES, features, read_model_file, sigmoid
+from digest.domain.errors import ConfigError
+from digest.domain.layers import LAYER_IDS
+
+SCALE = 10.0  # units of the rules' distance per unit of probability
+_PHRASE_KEYS = ("core", "negative", *LAYER_IDS)
+
+
+def news_features(totals: Mapping[str, float], evidence: Mapping[str, Sequence[str]],
+                  distance: float, text: str) -> dict[str, float]:
+    """The veto's named inputs (the names the file's weights use).
+
+    ``distance``: the rules' own distance from the decision, without the veto.
+    """
+    values = dict(zip((f"r:{name}" for name in FEATURES), features(totals, evidence, distance),
+                      strict=True))
+    values.update({f"p:{p}": 1.0 for key in _PHRASE_KEYS for p in evidence.get(key, ())})
+    values.update({f"w:{word}": 1.0 for word in words(text)})
+    return values
+
+
+@dataclass(frozen=True)
+class NewsVeto:
+    """One logistic model of P(news) over named features, and the threshold news needs."""
+
+    threshold: float
+    bias: float
+    weights: Mapping[str, float]
+
+    def probability(self, inputs: Mapping[str, float]) -> float:
+        """P(the entry is compiler news) from its :func:`news_features`."""
+        return sigmoid(self.bias + math.fsum(
+            self.weights[name] * value for name, value in inputs.items() if name in self.weights))
+
+    def slack(self, probability: float) -> float:
+        """How far ``probability`` is above the threshold, in units of the rules' distance."""
+        return (probability - self.threshold) * SCALE
+
+
+def veto_from(data: Mapping[str, object], where: str = "news veto") -> NewsVeto:
+    """A veto from its JSON document; ConfigError when a number is missing or malformed."""
+    threshold = data.get("threshold")
+    bias = data.get("bias")
+    table = data.get("weights")
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 < threshold < 1:
+        raise ConfigError(f"{where}: threshold must be a number between 0 and 1")
+    if (isinstance(bias, bool) or not isinstance(bias, int | float) or not isinstance(table, dict)
+            or any(isinstance(w, bool) or not isinstance(w, int | float) for w in table.values())):
+        raise ConfigError(f"{where}: needs a numeric bias and a table of numeric weights")
+    return NewsVeto(float(threshold), float(bias), {str(n): float(w) for n, w in table.items()})
+
+
+@functools.cache
+def load_news_veto(name: str) -> NewsVeto:
+    """The veto file ``name`` in the package's data folder (read once per process)."""
+    return veto_from(*read_model_file(name, "news veto"))

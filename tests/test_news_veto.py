@@ -1,0 +1,180 @@
+"""The learned news veto (digest/analyze/news_veto.py): it only takes away, through the real classifier."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from labelled import load, predict
+
+from digest.analyze.classify import (
+    classified_text,
+    classify,
+    is_borderline,
+    relevance_distance,
+    with_verdict,
+)
+from digest.analyze.news_veto import SCALE, NewsVeto, load_news_veto, news_features, veto_from
+from digest.analyze.taxonomy import Taxonomy, default_taxonomy_path, load_taxonomy
+from digest.domain.errors import ConfigError
+from digest.domain.items import Item
+from tests.bench_modules import bench_module
+
+ROOT = Path(__file__).resolve().parent.parent
+VETO = "news_veto.json"
+_COMPILER = ("We add a loop fusion pass to the MLIR affine dialect, lower the fused loops to LLVM IR "
+             "and generate Triton kernels for attention on H100.")
+
+
+@pytest.fixture(scope="module")
+def taxonomy() -> Taxonomy:
+    return load_taxonomy()
+
+
+@pytest.fixture(scope="module")
+def rules(taxonomy: Taxonomy) -> Taxonomy:
+    return replace(taxonomy, veto=None)
+
+
+def _item(title: str, summary: str, kind: str = "rss") -> Item:
+    return Item(1, "blog", "A blog", 0.5, kind, title, summary, "https://example.org/post")
+
+
+def _against(word: str, weight: float) -> NewsVeto:
+    """A veto that knows one word, and is sure of news without it."""
+    return NewsVeto(0.4, 4.0, {f"w:{word}": weight})
+
+
+def test_the_shipped_taxonomy_names_the_shipped_veto(taxonomy: Taxonomy) -> None:
+    veto = load_news_veto(VETO)
+    assert taxonomy.veto is veto, "read once, named by the taxonomy"
+    data = json.loads((ROOT / "digest" / "data" / VETO).read_text(encoding="utf-8"))
+    assert list(data) == sorted(data), "sorted keys: a retrain is comparable line by line"
+    assert data["training_size"] == sum(data["training_sets"].values())
+    names = set(veto.weights)
+    assert {"r:news", "r:distance"} <= names
+    assert any(n.startswith("w:") for n in names) and any(n.startswith("p:") for n in names)
+
+
+def test_a_malformed_veto_is_a_config_error(tmp_path: Path) -> None:
+    good = json.loads((ROOT / "digest" / "data" / VETO).read_text(encoding="utf-8"))
+    assert veto_from(good).threshold == good["threshold"]
+    for threshold in (0, 1, True, "0.4", None):
+        with pytest.raises(ConfigError, match="threshold must be a number between 0 and 1"):
+            veto_from({**good, "threshold": threshold})
+    for broken in ({**good, "bias": None}, {**good, "bias": True},
+                   {**good, "weights": {"w:vllm": "heavy"}}, {**good, "weights": [1.0]}):
+        with pytest.raises(ConfigError, match="numeric bias and a table of numeric weights"):
+            veto_from(broken)
+    with pytest.raises(ConfigError, match="must be a file name"):
+        load_news_veto("../news_veto.json")
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_news_veto("no_such_veto.json")
+    text = default_taxonomy_path().read_text(encoding="utf-8")
+    assert f'veto = "{VETO}"' in text
+    off = tmp_path / "off.toml"
+    off.write_text(text.replace(f'veto = "{VETO}"', 'veto = ""'), encoding="utf-8")
+    assert load_taxonomy(off).veto is None, '"" leaves relevance to the rules'
+    wrong = tmp_path / "wrong.toml"
+    wrong.write_text(text.replace(f'veto = "{VETO}"', "veto = 2"), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"\[relevance\] veto must be a file name"):
+        load_taxonomy(wrong)
+
+
+def test_the_classifier_records_p_news_from_the_trainers_inputs(taxonomy: Taxonomy, rules: Taxonomy) -> None:
+    """Training and inference read the same numbers: news_features over the same text, veto off."""
+    veto = taxonomy.veto
+    assert veto is not None
+    for example in load()[::9]:
+        item = example.item()
+        plain = classify(item, rules)
+        inputs = news_features(plain.totals, plain.evidence, relevance_distance(plain.totals, rules),
+                               classified_text([item]))
+        assert classify(item, taxonomy).totals["learned.news"] == round(veto.probability(inputs), 6)
+        assert "learned.news" not in plain.totals
+
+
+def test_a_word_the_veto_distrusts_takes_rules_news_away(rules: Taxonomy) -> None:
+    vetoing = replace(rules, veto=_against("vllm", -8.0))
+    plain = _item("Loop fusion in MLIR", _COMPILER)
+    served = _item("Loop fusion in MLIR for vLLM", _COMPILER)
+    assert classify(plain, rules).relevant and classify(served, rules).relevant
+    assert classify(plain, vetoing).relevant, "without the word the veto is sure of news"
+    verdict = classify(served, vetoing)
+    assert (verdict.relevant, verdict.layers) == (False, ())
+    assert verdict.totals["learned.news"] < 0.4
+    assert relevance_distance(verdict.totals, vetoing) == pytest.approx(
+        (verdict.totals["learned.news"] - 0.4) * SCALE, abs=1e-5)
+
+
+def test_an_entry_from_a_compiler_projects_own_source_is_never_vetoed(rules: Taxonomy) -> None:
+    """Every post of the LLVM blog is about a compiler; the community rule takes its admin posts."""
+    vetoing = replace(rules, veto=_against("vllm", -8.0))
+    own = Item(1, "llvm-blog", "LLVM Project Blog", 1.0, "rss", "Loop fusion in MLIR for vLLM",
+               _COMPILER, "https://blog.llvm.org/posts/fusion")
+    verdict = classify(own, vetoing)
+    assert verdict.totals["prior"] > 0 and verdict.totals["learned.news"] < 0.4
+    assert verdict.relevant and not is_borderline(verdict, vetoing)
+
+
+def test_a_close_veto_is_borderline_and_triage_may_overturn_it(rules: Taxonomy) -> None:
+    served = _item("Loop fusion in MLIR for vLLM", _COMPILER)
+    # P(news) = sigmoid(4 - 4.5) = 0.38: 0.02 below the threshold, 0.2 of the rules' distance
+    close = replace(rules, veto=_against("vllm", -4.5))
+    verdict = classify(served, close)
+    assert not verdict.relevant and is_borderline(verdict, close)
+    promoted = with_verdict(verdict, True, close)
+    assert promoted.relevant and promoted.layers == classify(served, rules).layers
+    far = replace(rules, veto=_against("vllm", -12.0))
+    assert not is_borderline(classify(served, far), far), "a confident veto needs no second opinion"
+
+
+def test_the_veto_never_lets_in_what_the_rules_reject(rules: Taxonomy) -> None:
+    eager = replace(rules, veto=NewsVeto(0.4, 20.0, {}))
+    for example in load()[::5]:
+        item = example.item()
+        assert classify(item, eager).relevant == classify(item, rules).relevant
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=300))
+def test_any_text_is_news_with_the_veto_only_when_the_rules_say_so(text: str) -> None:
+    taxonomy = load_taxonomy()
+    item = _item("Kernel fusion in the MLIR compiler " + text[:40], _COMPILER + " " + text)
+    verdict = classify(item, taxonomy)
+    plain = classify(item, replace(taxonomy, veto=None))
+    assert not verdict.relevant or plain.relevant
+    assert 0.0 <= verdict.totals["learned.news"] <= 1.0
+    assert bool(verdict.layers) == verdict.relevant
+
+
+def test_on_the_project_set_the_veto_takes_nothing_away(taxonomy: Taxonomy, rules: Taxonomy) -> None:
+    """A guard that the shipped file is a trained one (a training figure, not a quality claim:
+    bench/train_veto.py prints the held-out ones)."""
+    examples = load()
+    mine, theirs = predict(examples, taxonomy), predict(examples, rules)
+    kept = sum(r for r, _ in mine)
+    assert all(r <= t for (r, _), (t, _) in zip(mine, theirs, strict=True))
+    assert kept == sum(r for r, _ in theirs), "the project's dev labels are training data"
+
+
+def test_the_trainer_learns_every_entry_of_the_tuned_sets_only() -> None:
+    """bench/train_veto.py's pure parts (fitting needs the train extra, not the test one)."""
+    trainer = bench_module("train_veto")
+    layers = bench_module("train_layers")
+    sets = layers.labelled_sets()
+    assert not set(sets) & layers.NEVER_TRAINED and {"project", "double-1", "double-4"} <= set(sets)
+    assert any(not e.relevant for examples in sets.values() for e in examples), "negatives too"
+    data = json.loads((ROOT / "digest" / "data" / VETO).read_text(encoding="utf-8"))
+    assert data["training_sets"] == {name: len(examples) for name, examples in sets.items()}, (
+        "the shipped file was trained on exactly these sets (retrain: bench/train_veto.py)")
+    assert (data["threshold"], data["C"], data["min_df"]) == (trainer.THRESHOLD, trainer.C, trainer.MIN_DF)
+    distrusting = _against("vllm", -8.0)
+    assert trainer.vetoed(distrusting, trainer.Row(True, False, {"w:vllm": 1.0})) is False
+    assert trainer.vetoed(distrusting, trainer.Row(True, True, {"w:vllm": 1.0})) is True, "a prior"
+    assert trainer.vetoed(distrusting, trainer.Row(True, False, {})) is True
+    assert trainer.vetoed(NewsVeto(0.4, 20.0, {}), trainer.Row(False, False, {})) is False
