@@ -148,12 +148,32 @@ def by_set(sets: Mapping[str, Sequence[Example]], rows: Mapping[str, list[dict[s
               flush=True)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+def arguments(description: str, argv: Sequence[str] | None) -> argparse.Namespace:
+    """A trainer's command line: ``--by-set`` and ``--check``."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--by-set", action="store_true", help="only the leave-one-set-out figures")
     parser.add_argument("--check", action="store_true",
                         help="retrain and compare with the shipped file (exit 1 when it differs)")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def ship(path: Path, document: dict[str, object], sets: Mapping[str, Sequence[Example]], *,
+         check: bool, weights: int) -> int:
+    """Write a trained ``document`` (with its training sets' sizes) to ``path``, or with ``check``
+    say whether the shipped file is the same (exit status 1 when it differs)."""
+    document["training_sets"] = {name: len(examples) for name, examples in sets.items()}
+    text = json.dumps(document, indent=1, sort_keys=True) + "\n"
+    if check:
+        same = path.exists() and path.read_text(encoding="utf-8") == text
+        print(f"{path}: {'the same as a retrain' if same else 'differs from a retrain'}")
+        return 0 if same else 1
+    path.write_text(text, encoding="utf-8")
+    print(f"wrote {path}: {document['training_size']} entries, {weights} weights")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = arguments(__doc__.split("\n", 1)[0], argv)
     taxonomy = load_taxonomy(None)
     sets = training_sets()
     rows = {name: inputs_of(examples, taxonomy) for name, examples in sets.items()}
@@ -162,16 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.by_set:
         return 0
     document = fit([r for name in sets for r in rows[name]], [e.layers for name in sets for e in sets[name]])
-    document["training_sets"] = {name: len(examples) for name, examples in sets.items()}
-    text = json.dumps(document, indent=1, sort_keys=True) + "\n"
-    if args.check:
-        same = MODEL.exists() and MODEL.read_text(encoding="utf-8") == text
-        print(f"{MODEL}: {'the same as a retrain' if same else 'differs from a retrain'}")
-        return 0 if same else 1
     weights = sum(len(table) for table in model_from(document).weights.values())
-    MODEL.write_text(text, encoding="utf-8")
-    print(f"wrote {MODEL}: {document['training_size']} entries, {weights} weights")
-    return 0
+    return ship(MODEL, document, sets, check=args.check, weights=weights)
 
 
 if __name__ == "__main__":

@@ -23,8 +23,6 @@ never-trained sets are measured only by bench/quality.py.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -34,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from labelled import Example
-from train_layers import MIN_DF, Features, fit_logistic, labelled_sets, vocabulary
+from train_layers import MIN_DF, Features, arguments, fit_logistic, labelled_sets, ship, vocabulary
 
 from digest.analyze.classify import classified_text, classify, relevance_distance
 from digest.analyze.news_veto import NewsVeto, news_features, veto_from
@@ -107,11 +105,7 @@ def by_set(sets: Mapping[str, Sequence[Example]], rows: Mapping[str, list[Row]])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--by-set", action="store_true", help="only the leave-one-set-out figures")
-    parser.add_argument("--check", action="store_true",
-                        help="retrain and compare with the shipped file (exit 1 when it differs)")
-    args = parser.parse_args(argv)
+    args = arguments(__doc__.split("\n", 1)[0], argv)
     rules = replace(load_taxonomy(None), veto=None, model=None)
     sets = labelled_sets()
     rows = {name: inputs_of(examples, rules) for name, examples in sets.items()}
@@ -121,17 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     document = fit([row.inputs for name in sets for row in rows[name]],
                    [e.relevant for name in sets for e in sets[name]])
-    document["training_sets"] = {name: len(examples) for name, examples in sets.items()}
-    text = json.dumps(document, indent=1, sort_keys=True) + "\n"
-    if args.check:
-        same = VETO.exists() and VETO.read_text(encoding="utf-8") == text
-        print(f"{VETO}: {'the same as a retrain' if same else 'differs from a retrain'}")
-        return 0 if same else 1
-    VETO.write_text(text, encoding="utf-8")
-    print(f"wrote {VETO}: {document['training_size']} entries, "
-          f"{len(veto_from(document).weights)} weights")
-    return 0
-
+    return ship(VETO, document, sets, check=args.check, weights=len(veto_from(document).weights))
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from digest.analyze.classify import classify
 from digest.analyze.figures import extract_figures, unsupported_figures
 from digest.analyze.taxonomy import figures, load_taxonomy
-from digest.domain.items import Item
+from tests.items import blog_item
 
 # Phrases from the seeds' sources, as the check sees them.
 SOURCE = (
@@ -47,8 +47,7 @@ def test_a_number_longer_than_decimals_precision_is_kept_exact_and_never_raises(
     digits = "1234567890" * 5
     assert _values(f"{digits} billion, {digits}x") == [(digits + "0" * 9, ""), (digits, "ratio")]
     assert unsupported_figures(f"up to {digits}x faster", f"it is up to {digits}x faster") == []
-    item = Item(1, "blog", "A blog", 0.5, "rss", "A compiler", f"The MLIR compiler emits {long} kernels.",
-                "https://example.org/post")
+    item = blog_item("A compiler", f"The MLIR compiler emits {long} kernels.")
     assert classify(item, load_taxonomy()).relevant
 
 

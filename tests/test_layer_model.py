@@ -23,9 +23,9 @@ from digest.analyze.classify import (
 from digest.analyze.layer_model import TEXT_CHARS, LayerModel, load_layer_model, model_from, words
 from digest.analyze.taxonomy import Taxonomy, default_taxonomy_path, load_taxonomy
 from digest.domain.errors import ConfigError
-from digest.domain.items import Item
 from digest.domain.layers import LAYER_IDS
 from tests.bench_modules import bench_module
+from tests.items import blog_item
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "layer_model.json"
@@ -39,10 +39,6 @@ def taxonomy() -> Taxonomy:
 @pytest.fixture(scope="module")
 def rules(taxonomy: Taxonomy) -> Taxonomy:
     return replace(taxonomy, layer_model=None)
-
-
-def _item(title: str, summary: str, kind: str = "rss") -> Item:
-    return Item(1, "blog", "A blog", 0.5, kind, title, summary, "https://example.org/post")
 
 
 def test_the_shipped_taxonomy_chooses_layers_with_the_shipped_model(taxonomy: Taxonomy) -> None:
@@ -126,7 +122,7 @@ def test_the_model_never_changes_what_is_relevant(taxonomy: Taxonomy, rules: Tax
 
 
 def test_a_triage_promotion_takes_the_models_layers(taxonomy: Taxonomy) -> None:
-    item = _item("A new pass for loop fusion in MLIR",
+    item = blog_item("A new pass for loop fusion in MLIR",
                  "We add a loop fusion pass to the MLIR affine dialect and lower fused loops to LLVM IR.")
     verdict = classify(item, taxonomy)
     demoted = with_verdict(verdict, False, taxonomy)
@@ -137,9 +133,9 @@ def test_a_triage_promotion_takes_the_models_layers(taxonomy: Taxonomy) -> None:
 
 
 def test_an_event_of_several_entries_reads_all_their_words(taxonomy: Taxonomy) -> None:
-    paper = _item("Fusing attention kernels", "A Triton kernel generator for fused attention on H100.",
+    paper = blog_item("Fusing attention kernels", "A Triton kernel generator for fused attention on H100.",
                   kind="arxiv")
-    post = _item("Serving with CUDA graphs", "The serving runtime captures decode steps in CUDA graphs.")
+    post = blog_item("Serving with CUDA graphs", "The serving runtime captures decode steps in CUDA graphs.")
     together = classify_items([paper, post], taxonomy)
     assert words(classified_text([paper, post])) >= words(classified_text([paper])) | {"serving", "graphs"}
     assert together.totals["learned.runtime"] > classify(paper, taxonomy).totals["learned.runtime"]
@@ -149,7 +145,7 @@ def test_an_event_of_several_entries_reads_all_their_words(taxonomy: Taxonomy) -
 @given(st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=300))
 def test_any_text_keeps_the_rules_relevance_and_a_relevant_entry_has_a_layer(text: str) -> None:
     taxonomy = load_taxonomy()
-    item = _item("Kernel fusion in the MLIR compiler " + text[:40], text)
+    item = blog_item("Kernel fusion in the MLIR compiler " + text[:40], text)
     verdict = classify(item, taxonomy)
     plain = classify(item, replace(taxonomy, layer_model=None))
     assert verdict.relevant == plain.relevant
@@ -161,9 +157,9 @@ def test_only_the_texts_opening_gives_words_so_a_longer_copy_keeps_its_layers(ta
     """Words past the opening are not read (the rules still weigh what they match there)."""
     summary = ("We present a compiler that lowers tensor programs through MLIR to GPU kernels, "
                "with a cost model for tiling and an autotuner. ") * 20
-    short = _item("A tensor compiler for GPUs", summary)
+    short = blog_item("A tensor compiler for GPUs", summary)
     thanks = " We thank the reviewers for their comments." * 200
-    longer = _item("A tensor compiler for GPUs", summary + thanks)
+    longer = blog_item("A tensor compiler for GPUs", summary + thanks)
     assert len(classified_text([short])) > TEXT_CHARS
     assert words(classified_text([short])) == words(classified_text([longer]))
     probabilities = [{lid: classify(entry, taxonomy).totals[f"learned.{lid}"] for lid in LAYER_IDS}

@@ -23,6 +23,7 @@ from digest.analyze.taxonomy import Taxonomy, default_taxonomy_path, load_taxono
 from digest.domain.errors import ConfigError
 from digest.domain.items import Item
 from tests.bench_modules import bench_module
+from tests.items import blog_item
 
 ROOT = Path(__file__).resolve().parent.parent
 VETO = "news_veto.json"
@@ -38,10 +39,6 @@ def taxonomy() -> Taxonomy:
 @pytest.fixture(scope="module")
 def rules(taxonomy: Taxonomy) -> Taxonomy:
     return replace(taxonomy, veto=None)
-
-
-def _item(title: str, summary: str, kind: str = "rss") -> Item:
-    return Item(1, "blog", "A blog", 0.5, kind, title, summary, "https://example.org/post")
 
 
 def _against(word: str, weight: float) -> NewsVeto:
@@ -100,8 +97,8 @@ def test_the_classifier_records_p_news_from_the_trainers_inputs(taxonomy: Taxono
 
 def test_a_word_the_veto_distrusts_takes_rules_news_away(rules: Taxonomy) -> None:
     vetoing = replace(rules, veto=_against("vllm", -8.0))
-    plain = _item("Loop fusion in MLIR", _COMPILER)
-    served = _item("Loop fusion in MLIR for vLLM", _COMPILER)
+    plain = blog_item("Loop fusion in MLIR", _COMPILER)
+    served = blog_item("Loop fusion in MLIR for vLLM", _COMPILER)
     assert classify(plain, rules).relevant and classify(served, rules).relevant
     assert classify(plain, vetoing).relevant, "without the word the veto is sure of news"
     verdict = classify(served, vetoing)
@@ -122,7 +119,7 @@ def test_an_entry_from_a_compiler_projects_own_source_is_never_vetoed(rules: Tax
 
 
 def test_a_close_veto_is_borderline_and_triage_may_overturn_it(rules: Taxonomy) -> None:
-    served = _item("Loop fusion in MLIR for vLLM", _COMPILER)
+    served = blog_item("Loop fusion in MLIR for vLLM", _COMPILER)
     # P(news) = sigmoid(4 - 4.5) = 0.38: 0.02 below the threshold, 0.2 of the rules' distance
     close = replace(rules, veto=_against("vllm", -4.5))
     verdict = classify(served, close)
@@ -144,7 +141,7 @@ def test_the_veto_never_lets_in_what_the_rules_reject(rules: Taxonomy) -> None:
 @given(st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=300))
 def test_any_text_is_news_with_the_veto_only_when_the_rules_say_so(text: str) -> None:
     taxonomy = load_taxonomy()
-    item = _item("Kernel fusion in the MLIR compiler " + text[:40], _COMPILER + " " + text)
+    item = blog_item("Kernel fusion in the MLIR compiler " + text[:40], _COMPILER + " " + text)
     verdict = classify(item, taxonomy)
     plain = classify(item, replace(taxonomy, veto=None))
     assert not verdict.relevant or plain.relevant
