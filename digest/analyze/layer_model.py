@@ -7,9 +7,12 @@ by ``bench/train_layers.py`` on every labelled set, reads what the readers
 read: the words. Left out of its training one set at a time, it beat the rules
 on four of the five sets (the README's figures).
 
-The rules still decide relevance and still give their evidence: an entry is
-relevant only when the rules find it compiler news with a layer
-(digest/analyze/classify.py); the model then chooses which layers. Its inputs
+The rules still decide what is compiler news and still give their evidence: an
+entry is relevant only when the rules find it compiler news
+(digest/analyze/classify.py); the model then chooses which layers. News the
+rules give no layer has the layers the model is sure of (P >= the threshold),
+else none: a release's notes spread their evidence too thin over the layers'
+tables for any threshold, while the words say which layer it is. Its inputs
 for layer L (:func:`layer_features`, shared by the trainer and the classifier):
 
 - the rules' evidence for L: its share of L's threshold (clipped at 3), its
@@ -20,8 +23,9 @@ for layer L (:func:`layer_features`, shared by the trainer and the classifier):
 - each word of the text's first :data:`TEXT_CHARS` characters (``w:<word>``),
   present or absent, so a longer copy of a post does not count a word twice.
 
-The layers are those with P >= the file's threshold, or the most probable one
-when none reaches it (a relevant entry always has a layer). Standard library
+The layers are those with P >= the file's threshold, or (when the rules found a
+layer) the most probable one when none reaches it: a relevant entry always has a
+layer. Standard library
 only; the file is read once per process.
 """
 
