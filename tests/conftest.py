@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import make_url
 
+from digest.analyze.taxonomy import Taxonomy, load_taxonomy
 from digest.domain.views import DigestView, EventView, SourceLink
 from digest.store.db import SessionFactory, open_database
 
@@ -132,6 +133,12 @@ def db_url(request: pytest.FixtureRequest) -> str:
 # Migrating takes a tenth of a second or more per database; a test that only needs a migrated one
 # gets a copy of a database migrated once per run (the migrations themselves are tested on empty
 # databases: tests/test_migrations.py, tests/test_locks.py, through db_url and postgres_url).
+
+@pytest.fixture(scope="session")
+def taxonomy() -> Taxonomy:
+    """The shipped taxonomy with its learned models (read once; tests vary it with replace())."""
+    return load_taxonomy()
+
 
 @pytest.fixture(scope="session")
 def _sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -44,11 +44,6 @@ from tests.bench_modules import bench_module
 
 
 @pytest.fixture(scope="module")
-def taxonomy() -> Taxonomy:
-    return load_taxonomy()
-
-
-@pytest.fixture(scope="module")
 def rules(taxonomy: Taxonomy) -> Taxonomy:
     """The rules alone: the shipped taxonomy's learned relevance model off.
 

@@ -35,11 +35,6 @@ MODEL = "layer_model.json"
 
 
 @pytest.fixture(scope="module")
-def taxonomy() -> Taxonomy:
-    return load_taxonomy()
-
-
-@pytest.fixture(scope="module")
 def rules(taxonomy: Taxonomy) -> Taxonomy:
     return replace(taxonomy, layer_model=None)
 

@@ -34,11 +34,6 @@ MODEL = "relevance_model.json"
 
 
 @pytest.fixture(scope="module")
-def taxonomy() -> Taxonomy:
-    return load_taxonomy()
-
-
-@pytest.fixture(scope="module")
 def trainer() -> ModuleType:
     return bench_module("train_relevance")
 

@@ -32,11 +32,6 @@ _COMPILER = ("We add a loop fusion pass to the MLIR affine dialect, lower the fu
 
 
 @pytest.fixture(scope="module")
-def taxonomy() -> Taxonomy:
-    return load_taxonomy()
-
-
-@pytest.fixture(scope="module")
 def rules(taxonomy: Taxonomy) -> Taxonomy:
     return replace(taxonomy, veto=None)
 

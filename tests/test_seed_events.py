@@ -13,7 +13,7 @@ import pytest
 
 from digest.analyze.classify import classify
 from digest.analyze.score import score
-from digest.analyze.taxonomy import Taxonomy, load_taxonomy
+from digest.analyze.taxonomy import Taxonomy
 from digest.domain.items import Item
 
 TORCH_PIM = (
@@ -175,11 +175,6 @@ SEEDS = {
     "splyce": (SPLYCE, ARXIV, ("tensor_ir", "optimization", "kernel_codegen")),
 }
 DAYS = {"000": ["torch-pim", "areal-tik", "f2asm"], "004": ["pytorch-conf", "splyce"]}
-
-
-@pytest.fixture(scope="module")
-def taxonomy() -> Taxonomy:
-    return load_taxonomy()
 
 
 def seed_item(name: str, entry_id: int = 1, summary: str | None = None) -> Item:
