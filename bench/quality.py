@@ -20,12 +20,12 @@ The sets, printed apart, from the most tuned on to the never tuned on:
 - the sets labelled by two readers each (:data:`DOUBLE_SETS`), blind, under
   one written guide (bench/data/labelling_guide.md), every disagreement
   adjudicated by a third reader who saw both: ``double-1``, ``double-2`` and
-  ``double-4`` and ``double-5`` are tuned on (each after one print with the
-  classifier of its day) and the learned models (bench/train_layers.py,
-  bench/train_veto.py) are trained on them; ``double-3`` and ``double-6`` never:
+  ``double-4``, ``double-5`` and ``double-6`` are tuned on (each after one print
+  with the classifier of its day) and the learned models (bench/train_layers.py,
+  bench/train_veto.py) are trained on them; ``double-3`` and ``double-7`` never:
   their errors are never listed, ``--no-final`` leaves them out while tuning
-  (print them once, at the end of a round of work). The readers of double-5 and
-  double-6 had the guide with its appendix of the adjudicators' conventions; the
+  (print them once, at the end of a round of work). The readers of double-5 to
+  double-7 had the guide with its appendix of the adjudicators' conventions; the
   earlier sets' readers had it without.
   Each prints the classifier against the adjudicated labels, whole and per
   kind (arXiv, blogs, releases), then how far the two readers agree with each
@@ -33,7 +33,7 @@ The sets, printed apart, from the most tuned on to the never tuned on:
   what one person's labels allow.
 
 ``--errors SET`` lists the misclassified entries of a tuned set (never of
-``double-3`` or ``double-6``).
+``double-3`` or ``double-7``).
 
 ``--cv`` first cross-validates the knobs that are chosen by cross-validation
 (``CV_GRID``), 5 folds by a stable hash of each item's id
@@ -167,15 +167,25 @@ def _single_reader_sets(taxonomy: Taxonomy, errors: str | None) -> None:
 # double-6 (199 entries, labelled in stop 24 under the same guide: arXiv listings of
 # 2026-04-21..28, older ROCm, vLLM, V8, SpiderMonkey, PyPy, Julia, JuliaGPU, Chapel, Swift and
 # Bytecode Alliance posts, older LDC, ponyc, V, HIPIFY, Crystal, ISPC, Emscripten and mypy
-# releases) is never tuned or trained on: first printed with the classifier of stop 24.
+# releases) was printed once with the classifier of stop 24 (22ac075), then tuned and trained
+# on; double-7 (200 entries, labelled later in stop 24 under the same guide: arXiv listings of
+# 2026-04-07..14, other ROCm, vLLM, V8, SpiderMonkey, PyPy, Julia, JuliaGPU, Chapel, Swift and
+# Rust posts, other LDC, ponyc, V, HIPIFY, Crystal, ISPC, Emscripten and Gleam releases) is
+# never tuned or trained on: first printed with the classifier trained on double-6.
 DOUBLE_SETS: dict[str, tuple[str, bool]] = {"double-1": ("double1_labels.jsonl", True),
                                             "double-2": ("double2_labels.jsonl", True),
                                             "double-4": ("double4_labels.jsonl", True),
                                             "double-5": ("double5_labels.jsonl", True),
+                                            "double-6": ("double6_labels.jsonl", True),
                                             "double-3": ("double3_labels.jsonl", False),
-                                            "double-6": ("double6_labels.jsonl", False)}
+                                            "double-7": ("double7_labels.jsonl", False)}
 # The sets nobody tuned on or trained a model on (the trainers leave them out).
 NEVER_TRAINED = frozenset(named for named, (_, tuned) in DOUBLE_SETS.items() if not tuned)
+# Tuned on (printed once, then its errors read) but not yet learned from: a retrain with
+# double-6 gained held-out layer F1 on six of the eight other sets, and also tagged the
+# Torch-PIM seed event `runtime`, which the seed digest does not (tests/test_seed_events.py).
+# The trainers leave it out until that is settled.
+NOT_YET_TRAINED = frozenset({"double-6"})
 READERS = ("a", "b")
 _DOUBLE_KINDS = {"arxiv": "arxiv", "rss": "blogs", "github-releases": "releases"}
 

@@ -9,13 +9,14 @@ product never imports scikit-learn: the file holds plain weights and
 digest/analyze/layer_model.py evaluates them with the standard library.
 
 Training data: the relevant entries of every labelled set in
-:data:`TRAINING_SETS` (never a set named in quality.NEVER_TRAINED), their
-labels the readers' (adjudicated, for the double-labelled sets). The inputs
-are the product's own (classify.layer_inputs, with the layer model off); one
-L2 logistic regression per layer (C = :data:`C`, scikit-learn's lbfgs,
-deterministic) over the rules' evidence, the matched phrases and the words a
-training entry shares with at least one other (:data:`MIN_DF`). A layer is
-chosen at P >= :data:`THRESHOLD`, else the most probable one.
+:data:`TRAINING_SETS` (never a set named in quality.NEVER_TRAINED or
+NOT_YET_TRAINED), their labels the readers' (adjudicated, for the
+double-labelled sets). The inputs are the product's own (classify.layer_inputs,
+with the layer model off); one L2 logistic regression per layer (C = :data:`C`,
+scikit-learn's lbfgs, deterministic) over the rules' evidence, the matched
+phrases and the words a training entry shares with at least one other
+(:data:`MIN_DF`). A layer is chosen at P >= :data:`THRESHOLD`, else the most
+probable one.
 
 ``--by-set`` is the honest figure: each set in turn is left out of training
 and measured (layer micro-F1 on its relevant entries), beside the rules' own
@@ -38,7 +39,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from labelled import Example, load
-from quality import DOUBLE_SETS, LATER_SETS, NEVER_TRAINED, load_double, load_later, load_unseen
+from quality import (
+    DOUBLE_SETS,
+    LATER_SETS,
+    NEVER_TRAINED,
+    NOT_YET_TRAINED,
+    load_double,
+    load_later,
+    load_unseen,
+)
 
 from digest.analyze.classify import classified_text, classify, layer_inputs
 from digest.analyze.layer_model import LayerModel, model_from
@@ -57,10 +66,12 @@ Features = dict[str, float]
 
 
 def labelled_sets() -> dict[str, list[Example]]:
-    """Every labelled set the learned models may learn from, by name (never a NEVER_TRAINED one)."""
+    """Every labelled set the learned models may learn from, by name (never a NEVER_TRAINED or a
+    NOT_YET_TRAINED one)."""
     sets: dict[str, list[Example]] = {"project": list(load()), "unseen": load_unseen()}
     sets.update({name: load_later(name) for name in LATER_SETS})
-    sets.update({name: load_double(name) for name in DOUBLE_SETS if name not in NEVER_TRAINED})
+    left_out = NEVER_TRAINED | NOT_YET_TRAINED
+    sets.update({name: load_double(name) for name in DOUBLE_SETS if name not in left_out})
     return sets
 
 

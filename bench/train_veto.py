@@ -5,13 +5,13 @@
     python bench/train_veto.py --check    # retrain and say whether the shipped file is the same
 
 Needs the ``train`` extra, like bench/train_layers.py, whose sets, vocabulary
-rule and fitting it shares: every entry (relevant or not) of every labelled
-set the learned models may learn from (never a set named in
-quality.NEVER_TRAINED), the readers' relevance as the target. The inputs are
-the product's own (digest/analyze/news_veto.py's ``news_features``, computed
-with the veto off); one L2 logistic regression (C = :data:`C`). The rules'
-news stays news at P >= :data:`THRESHOLD`, and always when its source has a
-prior (a compiler project's own blog or releases: the veto never applies).
+rule and fitting it shares: every entry (relevant or not) of every labelled set
+the learned models may learn from (never a set named in quality.NEVER_TRAINED
+or NOT_YET_TRAINED), the readers' relevance as the target. The inputs are the
+product's own (digest/analyze/news_veto.py's ``news_features``, computed with
+the veto off); one L2 logistic regression (C = :data:`C`). The rules' news
+stays news at P >= :data:`THRESHOLD`, and always when its source has a prior (a
+compiler project's own blog or releases: the veto never applies).
 
 ``--by-set`` is the honest figure: each set in turn is left out of training
 and measured, relevance precision and recall of the rules alone and of the

@@ -685,15 +685,15 @@ def test_the_cross_validation_prints_each_variant_and_the_choice(
 
 def test_the_bench_can_leave_the_set_never_tuned_on_out(taxonomy: Taxonomy,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    """While tuning, ``--no-final`` prints no figure of double-3 or double-6 (printed once, at
+    """While tuning, ``--no-final`` prints no figure of double-3 or double-7 (printed once, at
     the end), and ``--errors`` never lists their entries."""
     bench = _quality_bench()
-    for never in ("double-3", "double-6"):
+    for never in ("double-3", "double-7"):
         bench._double_sets(taxonomy, never, final=False)
         printed = capsys.readouterr().out
         assert "== double-1:" in printed and "== double-2:" in printed
-        assert "double-3" not in printed and "double-6" not in printed
-    assert {"double-3", "double-6"} == bench.NEVER_TRAINED
+        assert "double-3" not in printed and "double-7" not in printed
+    assert {"double-3", "double-7"} == bench.NEVER_TRAINED
     bench._double_sets(taxonomy, "double-1", final=False)
     assert "[double-1] " in capsys.readouterr().out, "a tuned set's errors are listed"
 
