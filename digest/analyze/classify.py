@@ -30,8 +30,10 @@ the community rule and the strength stay the rules'. With ``layer_model`` set, a
 learned model per layer chooses a relevant entry's layers (:func:`layers_of`,
 digest/analyze/layer_model.py), and gives compiler news the rules found no layer
 for the layers it is sure of; whether an entry is compiler news stays as above. With
-``[relevance] veto`` set, a learned model over the same words may only take
-away: rules' news it finds unlikely is not news (digest/analyze/news_veto.py).
+``[relevance] veto`` set, a learned model over the same words judges the rules'
+decision: rules' news it finds unlikely is not news, and (with its ``promote``)
+what the rules reject but it finds very likely is, guards permitting
+(digest/analyze/news_veto.py).
 """
 
 from __future__ import annotations
@@ -225,13 +227,17 @@ def relevance_distance(totals: Mapping[str, float], taxonomy: Taxonomy) -> float
     not make it news); the titles are not a community/admin post
     (``community`` at most its threshold); and the entries are not only patch
     releases that fix bugs (``fix_release``, digest/analyze/releases.py: such
-    an event sits ``taxonomy.fix_release`` below the decision, 0: off). With a
-    news veto (``taxonomy.veto``; its P(news) is in the totals as
-    ``learned.news``, :func:`_classify`), the model's P must also reach its
-    threshold (digest/analyze/news_veto.py), unless the entry comes from a
-    compiler project's own source (a ``prior``: every post there is about a
-    compiler, and the community rule takes its admin posts). The distance is
-    the smallest slack. Compiler news is relevant when it also has a layer
+    an event sits ``taxonomy.fix_release`` below the decision, 0: off). The
+    distance is the smallest slack.
+
+    With a learned judge (``taxonomy.veto``; its P(news) is in the totals as
+    ``learned.news``, :func:`_classify`; digest/analyze/news_veto.py), the
+    model's P must also reach its threshold (the veto), and a P at or above
+    its ``promote`` makes news of what the rules' evidence alone does not
+    (a promotion; the community and fix-release guards still hold). Neither
+    applies to an entry from a compiler project's own source (a ``prior``:
+    every post there is about a compiler, and the community rule takes its
+    admin posts). Compiler news is relevant when it also has a layer
     (:func:`decide`).
     """
     prior = totals.get("prior", 0.0)
@@ -239,15 +245,16 @@ def relevance_distance(totals: Mapping[str, float], taxonomy: Taxonomy) -> float
     text = totals["core"] - prior + totals.get("layer_evidence", 0.0)
     subject = totals.get("subject", taxonomy.subject_evidence)
     fixes_only = -taxonomy.fix_release if totals.get("fix_release", 0.0) else math.inf
+    evidence = min(text + decides - taxonomy.relevance_threshold,
+                   subject - taxonomy.subject_evidence,
+                   text + min(prior, taxonomy.relevance_margin) - totals["negative"]
+                   - taxonomy.relevance_margin)
+    guards = min(taxonomy.community_threshold - totals.get("community", 0.0), fixes_only)
     news = totals.get("learned.news")
-    veto = (taxonomy.veto.slack(news) if taxonomy.veto is not None and news is not None and not prior
-            else math.inf)
-    return min(text + decides - taxonomy.relevance_threshold,
-               subject - taxonomy.subject_evidence,
-               text + min(prior, taxonomy.relevance_margin) - totals["negative"]
-               - taxonomy.relevance_margin,
-               taxonomy.community_threshold - totals.get("community", 0.0),
-               fixes_only, veto)
+    judge = taxonomy.veto
+    if judge is None or news is None or prior:
+        return min(evidence, guards)
+    return min(max(min(evidence, judge.slack(news)), judge.promotion(news)), guards)
 
 
 def news_margin(totals: Mapping[str, float], evidence: Mapping[str, Sequence[str]],

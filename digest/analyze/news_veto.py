@@ -1,22 +1,28 @@
-"""A learned veto over the rules' relevance decision (``data/news_veto.json``).
+"""A learned judge over the rules' relevance decision (``data/news_veto.json``).
 
 Why: the rules let in what merely sounds like a compiler (serving-system and
 model-launch posts full of "kernels" and "CUDA graphs", "compiling" in another
-sense, papers on chip floorplans), and readers do not count those as news.
-A logistic model trained by ``bench/train_veto.py`` on every tuned labelled
-set reads what the readers read (the words) beside the rules' own evidence,
-and an entry the rules call news stays news only when the model gives it
-P(news) >= the file's threshold.
+sense, papers on chip floorplans), and they miss what readers call compiler
+news without a compiler's words (collectives with fused compression kernels, a
+language release that lists its new syntax). A logistic model trained by
+``bench/train_veto.py`` on the sets two readers labelled under the labelling
+guide reads what the readers read (the words) beside the rules' own evidence.
 
-It can only take away: an entry the rules reject stays rejected, so it never
-lets in a new kind of item the rules have not seen. (The learned relevance
-decision of digest/analyze/learned.py, which replaced the rules, lost recall on
-sources it had never seen; left out of training one labelled set at a time,
-this veto kept every set's recall but the project's own dev set's and raised
-precision on every set.) The veto is a slack of the rules' distance
-(digest/analyze/classify.py, :func:`veto_slack`): P within ``1 / SCALE`` of
-the threshold is as close as one unit of compiler evidence, so a weak veto is
-a borderline call an LLM triage may overturn.
+- **Veto:** an entry the rules call news stays news only when the model gives
+  it P(news) >= the file's ``threshold``.
+- **Promotion** (the file's ``promote``; absent: none): an entry the rules
+  reject is news when the model gives it P(news) >= ``promote`` (at least the
+  threshold), unless a guard of the rules says otherwise: a community/admin
+  title or a patch release that only fixes bugs is never news, and it still
+  needs a layer (digest/analyze/classify.py: :func:`decide`).
+
+Neither applies to an entry from a compiler project's own source (a source
+prior): the rules and the prior judge those. Both are slacks of the rules'
+distance (digest/analyze/classify.py, :func:`relevance_distance`): P within
+``1 / SCALE`` of a threshold is as close as one unit of compiler evidence, so a
+near veto or a near promotion is a borderline call an LLM triage may overturn.
+(The learned relevance decision of digest/analyze/learned.py, which replaced
+the rules outright, lost recall on sources it had never seen.)
 
 Inputs (:func:`news_features`, shared by the trainer and the classifier):
 the rules' relevance features (digest/analyze/learned.py's, as ``r:<name>``),
@@ -57,11 +63,13 @@ def news_features(totals: Mapping[str, float], evidence: Mapping[str, Sequence[s
 
 @dataclass(frozen=True)
 class NewsVeto:
-    """One logistic model of P(news) over named features, and the threshold news needs."""
+    """One logistic model of P(news) over named features, the threshold the rules' news needs,
+    and the probability at which it promotes what the rules reject (None: never)."""
 
     threshold: float
     bias: float
     weights: Mapping[str, float]
+    promote: float | None = None
 
     def probability(self, inputs: Mapping[str, float]) -> float:
         """P(the entry is compiler news) from its :func:`news_features`."""
@@ -72,18 +80,27 @@ class NewsVeto:
         """How far ``probability`` is above the threshold, in units of the rules' distance."""
         return (probability - self.threshold) * SCALE
 
+    def promotion(self, probability: float) -> float:
+        """How far ``probability`` is above ``promote`` in units of the rules' distance (-inf: off)."""
+        return -math.inf if self.promote is None else (probability - self.promote) * SCALE
+
 
 def veto_from(data: Mapping[str, object], where: str = "news veto") -> NewsVeto:
     """A veto from its JSON document; ConfigError when a number is missing or malformed."""
     threshold = data.get("threshold")
     bias = data.get("bias")
     table = data.get("weights")
+    promote = data.get("promote")
     if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 < threshold < 1:
         raise ConfigError(f"{where}: threshold must be a number between 0 and 1")
+    if promote is not None and (isinstance(promote, bool) or not isinstance(promote, int | float)
+                                or not threshold <= promote < 1):
+        raise ConfigError(f"{where}: promote must be a number from the threshold up to 1")
     if (isinstance(bias, bool) or not isinstance(bias, int | float) or not isinstance(table, dict)
             or any(isinstance(w, bool) or not isinstance(w, int | float) for w in table.values())):
         raise ConfigError(f"{where}: needs a numeric bias and a table of numeric weights")
-    return NewsVeto(float(threshold), float(bias), {str(n): float(w) for n, w in table.items()})
+    return NewsVeto(float(threshold), float(bias), {str(n): float(w) for n, w in table.items()},
+                    None if promote is None else float(promote))
 
 
 @functools.cache
