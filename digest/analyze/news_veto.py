@@ -5,8 +5,8 @@ model-launch posts full of "kernels" and "CUDA graphs", "compiling" in another
 sense, papers on chip floorplans), and they miss what readers call compiler
 news without a compiler's words (collectives with fused compression kernels, a
 language release that lists its new syntax). A logistic model trained by
-``bench/train_veto.py`` on the sets two readers labelled under the labelling
-guide reads what the readers read (the words) beside the rules' own evidence.
+``bench/train_veto.py`` on every tuned labelled set reads what the readers
+read (the words) beside the rules' own evidence.
 
 - **Veto:** an entry the rules call news stays news only when the model gives
   it P(news) >= the file's ``threshold``.
