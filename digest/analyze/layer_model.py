@@ -25,8 +25,7 @@ for layer L (:func:`layer_features`, shared by the trainer and the classifier):
 
 The layers are those with P >= the file's threshold, or (when the rules found a
 layer) the most probable one when none reaches it: a relevant entry always has a
-layer. Standard library
-only; the file is read once per process.
+layer. Standard library only; the file is read once per process.
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from digest.analyze.learned import read_model_file, sigmoid
+from digest.analyze.learned import read_logistic, read_model_file, read_threshold, sigmoid
 from digest.domain.errors import ConfigError
 from digest.domain.layers import LAYER_IDS
 
@@ -101,23 +100,18 @@ class LayerModel:
 
 def model_from(data: Mapping[str, object], where: str = "layer model") -> LayerModel:
     """A model from its JSON document; ConfigError when a layer or a number is missing or malformed."""
+    threshold = read_threshold(data, where)
     layers = data.get("layers")
-    threshold = data.get("threshold")
-    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 < threshold < 1:
-        raise ConfigError(f"{where}: threshold must be a number between 0 and 1")
     if not isinstance(layers, dict) or set(layers) != set(LAYER_IDS):
         raise ConfigError(f"{where}: layers must hold a model for each of {', '.join(LAYER_IDS)}")
     biases: dict[str, float] = {}
     weights: dict[str, dict[str, float]] = {}
     for lid, entry in layers.items():
-        bias = entry.get("bias") if isinstance(entry, dict) else None
-        table = entry.get("weights") if isinstance(entry, dict) else None
-        if (isinstance(bias, bool) or not isinstance(bias, int | float) or not isinstance(table, dict)
-                or any(isinstance(w, bool) or not isinstance(w, int | float) for w in table.values())):
+        read = read_logistic(entry)
+        if read is None:
             raise ConfigError(f"{where}: layer {lid} needs a numeric bias and a table of weights")
-        biases[lid] = float(bias)
-        weights[lid] = {str(name): float(w) for name, w in table.items()}
-    return LayerModel(float(threshold), biases, weights)
+        biases[lid], weights[lid] = read
+    return LayerModel(threshold, biases, weights)
 
 
 @functools.cache

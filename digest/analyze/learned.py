@@ -22,6 +22,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeGuard
 
 from digest.domain.errors import ConfigError
 from digest.domain.layers import LAYER_IDS
@@ -151,6 +152,33 @@ def read_model_file(name: str, what: str) -> tuple[Mapping[str, object], str]:
     if not isinstance(data, dict):
         raise ConfigError(f"{what}: {path} must hold a JSON object")
     return data, f"{what} {path}"
+
+
+def is_number(value: object) -> TypeGuard[int | float]:
+    """An int or a float, never a bool (JSON's ``true`` is not a weight)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def read_threshold(data: Mapping[str, object], where: str) -> float:
+    """A model file's ``threshold``: a probability strictly between 0 and 1, else a ConfigError."""
+    threshold = data.get("threshold")
+    if not is_number(threshold) or not 0 < threshold < 1:
+        raise ConfigError(f"{where}: threshold must be a number between 0 and 1")
+    return float(threshold)
+
+
+def read_logistic(entry: object) -> tuple[float, dict[str, float]] | None:
+    """``{"bias": number, "weights": {name: number}}`` as (bias, weights); None when malformed."""
+    bias = entry.get("bias") if isinstance(entry, dict) else None
+    table = entry.get("weights") if isinstance(entry, dict) else None
+    if not is_number(bias) or not isinstance(table, dict):
+        return None
+    weights: dict[str, float] = {}
+    for name, weight in table.items():
+        if not is_number(weight):
+            return None
+        weights[str(name)] = float(weight)
+    return float(bias), weights
 
 
 @functools.cache

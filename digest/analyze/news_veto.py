@@ -40,7 +40,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from digest.analyze.layer_model import words
-from digest.analyze.learned import FEATURES, features, read_model_file, sigmoid
+from digest.analyze.learned import (
+    FEATURES,
+    features,
+    is_number,
+    read_logistic,
+    read_model_file,
+    read_threshold,
+    sigmoid,
+)
 from digest.domain.errors import ConfigError
 from digest.domain.layers import LAYER_IDS
 
@@ -87,20 +95,14 @@ class NewsVeto:
 
 def veto_from(data: Mapping[str, object], where: str = "news veto") -> NewsVeto:
     """A veto from its JSON document; ConfigError when a number is missing or malformed."""
-    threshold = data.get("threshold")
-    bias = data.get("bias")
-    table = data.get("weights")
+    threshold = read_threshold(data, where)
     promote = data.get("promote")
-    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 < threshold < 1:
-        raise ConfigError(f"{where}: threshold must be a number between 0 and 1")
-    if promote is not None and (isinstance(promote, bool) or not isinstance(promote, int | float)
-                                or not threshold <= promote < 1):
+    if promote is not None and (not is_number(promote) or not threshold <= promote < 1):
         raise ConfigError(f"{where}: promote must be a number from the threshold up to 1")
-    if (isinstance(bias, bool) or not isinstance(bias, int | float) or not isinstance(table, dict)
-            or any(isinstance(w, bool) or not isinstance(w, int | float) for w in table.values())):
+    read = read_logistic(data)
+    if read is None:
         raise ConfigError(f"{where}: needs a numeric bias and a table of numeric weights")
-    return NewsVeto(float(threshold), float(bias), {str(n): float(w) for n, w in table.items()},
-                    None if promote is None else float(promote))
+    return NewsVeto(threshold, *read, None if promote is None else float(promote))
 
 
 @functools.cache

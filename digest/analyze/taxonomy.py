@@ -19,10 +19,10 @@ from __future__ import annotations
 import re
 import tomllib
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from digest.analyze.figures import extract_figures, normalise
 from digest.analyze.layer_model import LayerModel, load_layer_model
@@ -33,6 +33,7 @@ from digest.domain.layers import LAYER_IDS
 from digest.resources import data_dir
 
 _TOKEN = re.compile(r"[a-z0-9_]+|[^\sa-z0-9_]")
+M = TypeVar("M")  # a learned model read from the data folder
 _DASHES = re.compile(r"[-‐‑‒–—]")
 _SPEEDUP_SIGNS = ("x", "×", "倍")
 # After a ratio's sign: a shape or a name ("4x4", "2x_"), or a count of hardware ("8x H100", "4x GPUs").
@@ -350,34 +351,21 @@ def build_taxonomy(data: Mapping[str, Any]) -> Taxonomy:
         max_layers=int(_number(rel, "max_layers", "relevance", 0.0)),
         subject_evidence=_number(rel, "subject_evidence", "relevance", 0.0),
         fix_release=_number(rel, "fix_release", "relevance", 0.0),
-        model=_model(rel),
-        layer_model=_layer_model(data),
-        veto=_veto(rel),
+        model=_model_file(rel, "model", "[relevance] model", load_model),
+        layer_model=_model_file(data, "layer_model", "layer_model", load_layer_model),
+        veto=_model_file(rel, "veto", "[relevance] veto", load_news_veto),
     )
 
 
-def _model(rel: Mapping[str, Any]) -> RelevanceModel | None:
-    """The learned relevance model ``[relevance] model`` names (None for "" or none)."""
-    name = rel.get("model", "")
+def _model_file(table: Mapping[str, Any], key: str, where: str, load: Callable[[str], M]) -> M | None:
+    """The learned model the file name at ``table[key]`` names, read by ``load`` (None for "" or none).
+
+    ``where`` names the key in the one-line error when the value is not a file name.
+    """
+    name = table.get(key, "")
     if not isinstance(name, str):
-        raise ConfigError("taxonomy: [relevance] model must be a file name (\"\" for none)")
-    return load_model(name) if name else None
-
-
-def _veto(rel: Mapping[str, Any]) -> NewsVeto | None:
-    """The learned news veto ``[relevance] veto`` names (None for "" or none)."""
-    name = rel.get("veto", "")
-    if not isinstance(name, str):
-        raise ConfigError("taxonomy: [relevance] veto must be a file name (\"\" for none)")
-    return load_news_veto(name) if name else None
-
-
-def _layer_model(data: Mapping[str, Any]) -> LayerModel | None:
-    """The learned layer model the top-level ``layer_model`` names (None for "" or none)."""
-    name = data.get("layer_model", "")
-    if not isinstance(name, str):
-        raise ConfigError("taxonomy: layer_model must be a file name (\"\" for none)")
-    return load_layer_model(name) if name else None
+        raise ConfigError(f"taxonomy: {where} must be a file name (\"\" for none)")
+    return load(name) if name else None
 
 
 def default_taxonomy_path() -> Path:
