@@ -20,12 +20,13 @@ The sets, printed apart, from the most tuned on to the never tuned on:
 - the sets labelled by two readers each (:data:`DOUBLE_SETS`), blind, under
   one written guide (bench/data/labelling_guide.md), every disagreement
   adjudicated by a third reader who saw both: ``double-1``, ``double-2``,
-  ``double-4``, ``double-5``, ``double-6`` and ``double-8`` are tuned on (each
-  after one print with the classifier of its day) and the learned models
-  (bench/train_layers.py, bench/train_veto.py) are trained on them;
+  ``double-4``, ``double-5``, ``double-6``, ``double-8``, ``double-10`` and
+  ``double-11`` are tuned on (each after one print with the classifier of its
+  day) and the learned models (bench/train_layers.py, bench/train_veto.py) are
+  trained on them (the layer model not on :data:`NOT_YET_TRAINED`);
   ``double-3``, ``double-7`` and ``double-9`` never: their errors are never
   listed, ``--no-final`` leaves them out while tuning (print them once, at the
-  end of a round of work). The readers of double-5 to double-9 had the guide with
+  end of a round of work). The readers of double-5 to double-11 had the guide with
   its appendix of the adjudicators' conventions; the earlier sets' readers had it
   without.
   Each prints the classifier against the adjudicated labels, whole and per
@@ -177,7 +178,10 @@ def _single_reader_sets(taxonomy: Taxonomy, errors: str | None) -> None:
 # blogs and of Go and Rust, other releases of those projects and Gleam) and double-9 (185
 # entries, labelled with it: arXiv listings of 2026-03-03..10, other posts and releases) were
 # first printed with stop 24's classifier (2a61fd4); then double-8 was tuned and trained on,
-# and double-9 never is.
+# and double-9 never is. double-10 (176 entries: arXiv listings of 2026-02-17..24, other posts of
+# those blogs and of Zig, OCaml and the Bytecode Alliance, other releases and Idris 2's) and
+# double-11 (168 entries: arXiv listings of 2026-02-03..10, other posts and releases), labelled
+# later in stop 25, were first printed with baac75f, then tuned on.
 DOUBLE_SETS: dict[str, tuple[str, bool]] = {"double-1": ("double1_labels.jsonl", True),
                                             "double-2": ("double2_labels.jsonl", True),
                                             "double-4": ("double4_labels.jsonl", True),
@@ -186,13 +190,17 @@ DOUBLE_SETS: dict[str, tuple[str, bool]] = {"double-1": ("double1_labels.jsonl",
                                             "double-3": ("double3_labels.jsonl", False),
                                             "double-7": ("double7_labels.jsonl", False),
                                             "double-8": ("double8_labels.jsonl", True),
-                                            "double-9": ("double9_labels.jsonl", False)}
+                                            "double-9": ("double9_labels.jsonl", False),
+                                            "double-10": ("double10_labels.jsonl", True),
+                                            "double-11": ("double11_labels.jsonl", True)}
 # The sets nobody tuned on or trained a model on (the trainers leave them out).
 NEVER_TRAINED = frozenset(named for named, (_, tuned) in DOUBLE_SETS.items() if not tuned)
-# Tuned on (printed once, then its errors read) but not yet learned from (the trainers leave
-# them out). double-6 was here in stop 24: a retrain with it tagged the Torch-PIM seed event
-# `runtime`; trained with double-8 as well, the layer model no longer does (stop 25).
-NOT_YET_TRAINED: frozenset[str] = frozenset()
+# Tuned on (printed once, then its errors read) but not yet learned from by the layer model
+# (the judge learns from them): a retrain with double-10 and double-11 tags the Torch-PIM seed
+# event `runtime` (P 0.37 at the threshold 0.35), which neither the seed digest nor the readers'
+# guide (its first example is that very paper) does. double-6 was here in stop 24 for the same
+# reason; trained with double-8 as well, the layer model no longer did.
+NOT_YET_TRAINED = frozenset({"double-10", "double-11"})
 READERS = ("a", "b")
 _DOUBLE_KINDS = {"arxiv": "arxiv", "rss": "blogs", "github-releases": "releases"}
 

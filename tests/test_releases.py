@@ -140,6 +140,19 @@ FIXES_ONLY = ("Bug fixes\n\n- Fix a crash in the loop vectorizer on AArch64.\n"
     ("Binaryen 2.0.1", "Improved inlining heuristics.", None, False),
     ("Release 2024.10.3", FIXES_ONLY, None, True),
     ("No version here", FIXES_ONLY, None, False),
+    # prose notes of projects that number every release x.y.z: what a sentence brings counts
+    ("ISPC v1.1.4", "There are two major bugfixes for Windows in this release. This release features "
+     "a new experimental scalar target.", None, False),
+    ("ISPC v1.1.3", "With this release, the language now supports \"switch\" statements.", None, False),
+    ("ISPC v1.8.2", "An update with several important stability fixes and an experimental AVX512 "
+     "support.", None, False),
+    ("V 0.1.20", "- JavaScript backend! - Hundreds of C warnings were fixed.", None, False),
+    ("V 0.1.21", "- none keyword for options. - Solaris support.", None, False),
+    ("Emscripten 3.1.72", "- The MEMORY64 setting is no longer experimental.", None, False),
+    # ... but never a fix that names one, nor a sentence under the fixes
+    ("ISPC v1.9.2", "Fixed a crash in the new AVX512 target.", None, True),
+    ("ponyc 0.58.9", "Fixed - Fix a hang when the new backend is missing", None, True),
+    ("Crystal 1.16.3", "Bug fixes\n\n- The new keyword parser no longer loops on empty input.", None, True),
 ])
 def test_a_patch_release_that_adds_nothing_only_fixes(title: str, text: str, url: str | None,
                                                       fixes_only: bool) -> None:

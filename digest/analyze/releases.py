@@ -111,20 +111,46 @@ _ADDS = re.compile(
     r"improve[sd]?|optimi[sz]\w*)\b", re.I | re.M)
 
 
+# What a sentence of prose notes says a release brings, wherever it stands in the sentence
+# ("This release features a new experimental scalar target", "the language now supports
+# 'switch' statements", "JavaScript backend!"): projects that number every release x.y.z
+# (ISPC, V) write their additions this way, not as a list under "Added".
+_BRINGS = re.compile(
+    r"\bnew (?:[\w\"'-]+ ){0,3}?(?:features?|targets?|back-?ends?|back ends?|keywords?|syntax|"
+    r"statements?|intrinsics?|instructions?)\b|\b(?:main|major) new\b|\bnow supports?\b|"
+    r"\bexperimental (?:[\w-]+ ){0,2}?support\b|\bno longer experimental\b|\bback-?end!|"
+    r"\bkeywords?\b|\bcross[- ]compil\w+", re.I)
+_LIST_ITEM = re.compile(r"\s+[-*•]\s+(?=\S)")
+
+
 def is_fix_release(title: str, text: str, url: str | None = None) -> bool:
     """A patch release (x.y.z, z > 0) whose notes add nothing: only fixes.
 
     "Adds nothing": no heading that opens additions ("Added", "New features",
     "Improvements", ...), no line that starts by adding, supporting,
-    implementing, introducing, enabling, improving or optimising, and no
-    breaking change, deprecation or removal (:func:`release_notes`). The
-    readers' guide: a release is news for what it changes; one that only fixes
-    bugs is not.
+    implementing, introducing, enabling, improving or optimising, no sentence
+    outside the fixes that brings a new feature, target, back end or keyword
+    (:func:`_brings`), and no breaking change, deprecation or removal
+    (:func:`release_notes`). The readers' guide: a release is news for what it
+    changes; one that only fixes bugs is not.
     """
     version = release_version(title, url)
-    if not (version and _PATCH_VERSION.match(version)) or _ADDS.search(text):
+    if not (version and _PATCH_VERSION.match(version)) or _ADDS.search(text) or _brings(text):
         return False
     return release_notes(title, text, url).changes == 0
+
+
+def _brings(text: str) -> bool:
+    """Whether a sentence or list item of the notes, outside their fixes, brings something new."""
+    section = OTHER
+    for sentence in _sentences(text):
+        for part in _LIST_ITEM.split(f" {sentence}"):
+            heading, item = _heading(part.strip())
+            if heading is not None:
+                section = heading
+            if item and section != FIXES and not _FIX_START.match(item) and _BRINGS.search(item):
+                return True
+    return False
 
 
 def _sentences(text: str) -> list[str]:
