@@ -149,6 +149,14 @@ FIXES_ONLY = ("Bug fixes\n\n- Fix a crash in the loop vectorizer on AArch64.\n"
     ("V 0.1.20", "- JavaScript backend! - Hundreds of C warnings were fixed.", None, False),
     ("V 0.1.21", "- none keyword for options. - Solaris support.", None, False),
     ("Emscripten 3.1.72", "- The MEMORY64 setting is no longer experimental.", None, False),
+    # a keep-a-changelog "Changed" or "Added" section lists changes, whatever their words
+    ("ponyc 0.58.7", "Fixed\n\n- Fix bug in ASIO shutdown (PR #4548)\n\nChanged\n\n- Recycle actor "
+     "heap chunks after GC instead of returning to pool (PR #4531)", None, False),
+    ("ponyc 0.54.1", "Fixed\n\n- Fix bug in HeapToStack optimization pass (PR #4341)\n\nChanged\n\n"
+     "- LLVM 15 (PR #4327)", None, False),
+    # GitHub's generated "What's Changed" lists every pull request, fixes included
+    ("Gleam v1.11.1", "What's Changed - Fix the formatter on empty pipes - Fixed a crash in the "
+     "language server", None, True),
     # ... but never a fix that names one, nor a sentence under the fixes
     ("ISPC v1.9.2", "Fixed a crash in the new AVX512 target.", None, True),
     ("ponyc 0.58.9", "Fixed - Fix a hang when the new backend is missing", None, True),

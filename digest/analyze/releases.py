@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from digest.domain.daytext import clip_line
 
-BREAKING, DEPRECATED, REMOVED, FIXES, OTHER = "breaking", "deprecated", "removed", "fixes", "other"
+BREAKING, DEPRECATED, REMOVED, FIXES, ADDITIONS, OTHER = (
+    "breaking", "deprecated", "removed", "fixes", "additions", "other")
 ITEM_CHARS = 100
 
 _VERSION = re.compile(r"(?<![\w.])v?\d+(?:\.\d+)+(?:[-.]?(?:rc|alpha|beta|a|b|post|dev)\.?\d*)?(?![\w.])",
@@ -31,9 +32,10 @@ _HEADINGS: tuple[tuple[str, str], ...] = (
     (r"deprecations?|deprecated features|deprecated", DEPRECATED),
     (r"removals?|removed features|removed", REMOVED),
     (r"bug fixes|bugfixes|fixes|fixed|bug-fix release", FIXES),
-    (r"highlights|new features|features|improvements|enhancements|what'?s changed|what'?s new|"
-     r"other changes|changes|performance|documentation|docs|known issues|new contributors|"
-     r"contributors|full changelog|added|changed|security|download links for common platforms",
+    (r"highlights|new features|features|improvements|enhancements|what'?s new|added|changed",
+     ADDITIONS),
+    (r"what'?s changed|other changes|changes|performance|documentation|docs|known issues|"
+     r"new contributors|contributors|full changelog|security|download links for common platforms",
      OTHER),
 )
 _HEADING_WORDS = "|".join(words for words, _ in _HEADINGS)
@@ -141,14 +143,18 @@ def is_fix_release(title: str, text: str, url: str | None = None) -> bool:
 
 
 def _brings(text: str) -> bool:
-    """Whether a sentence or list item of the notes, outside their fixes, brings something new."""
+    """Whether a sentence or list item of the notes, outside their fixes, brings something new:
+    any item (of three words or more) under a heading of additions or changes ("Added",
+    "Changed", "New features": ``ADDITIONS``), or one whose own words say so (:data:`_BRINGS`)."""
     section = OTHER
     for sentence in _sentences(text):
         for part in _LIST_ITEM.split(f" {sentence}"):
             heading, item = _heading(part.strip())
             if heading is not None:
                 section = heading
-            if item and section != FIXES and not _FIX_START.match(item) and _BRINGS.search(item):
+            if not item or section == FIXES or _FIX_START.match(item):
+                continue
+            if (section == ADDITIONS and len(item.split()) >= 3) or _BRINGS.search(item):
                 return True
     return False
 
