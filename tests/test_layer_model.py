@@ -48,7 +48,7 @@ def test_the_shipped_taxonomy_chooses_layers_with_the_shipped_model(taxonomy: Ta
     assert list(data) == sorted(data), "sorted keys: a retrain is comparable line by line"
     assert data["training_size"] == sum(data["training_sets"].values())
     quality = bench_module("quality")
-    assert {"double-6", "double-8"} <= set(data["training_sets"]), "every tuned two-reader set"
+    assert {"double-6", "double-8"} <= set(data["training_sets"]), "the two-reader sets of stop 25"
     assert not (quality.NEVER_TRAINED | quality.NOT_YET_TRAINED) & set(data["training_sets"]), (
         "never a set nobody tuned on, nor one not yet trained on")
     for lid in LAYER_IDS:

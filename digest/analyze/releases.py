@@ -130,11 +130,11 @@ def is_fix_release(title: str, text: str, url: str | None = None) -> bool:
 
     "Adds nothing": no heading that opens additions ("Added", "New features",
     "Improvements", ...), no line that starts by adding, supporting,
-    implementing, introducing, enabling, improving or optimising, no sentence
-    outside the fixes that brings a new feature, target, back end or keyword
-    (:func:`_brings`), and no breaking change, deprecation or removal
-    (:func:`release_notes`). The readers' guide: a release is news for what it
-    changes; one that only fixes bugs is not.
+    implementing, introducing, enabling, improving or optimising, no item under
+    an "Added" or "Changed" heading and no sentence outside the fixes that brings
+    a new feature, target, back end or keyword (:func:`_brings`), and no breaking
+    change, deprecation or removal (:func:`release_notes`). The readers' guide: a
+    release is news for what it changes; one that only fixes bugs is not.
     """
     version = release_version(title, url)
     if not (version and _PATCH_VERSION.match(version)) or _ADDS.search(text) or _brings(text):
