@@ -224,7 +224,7 @@ def test_the_trainer_learns_every_entry_of_the_tuned_sets_only() -> None:
     sets = trainer.news_sets()
     assert not set(sets) & trainer.NEVER_TRAINED
     assert {"project", "unseen", "double-1", "double-4", "double-6"} <= set(sets), \
-        "double-6 too: not yet in the layer model's training, which is the layer model's concern"
+        "every tuned set, those the layer model does not learn from yet (NOT_YET_TRAINED) too"
     assert any(not e.relevant for examples in sets.values() for e in examples), "negatives too"
     data = json.loads((ROOT / "digest" / "data" / VETO).read_text(encoding="utf-8"))
     assert data["training_sets"] == {name: len(examples) for name, examples in sets.items()}, (

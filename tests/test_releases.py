@@ -167,6 +167,15 @@ def test_a_patch_release_that_adds_nothing_only_fixes(title: str, text: str, url
     assert is_fix_release(title, text, url) is fixes_only
 
 
+@given(st.text(alphabet=st.sampled_from(list("Fixed Changed Added new target backend! -*\n.:#x")),
+               max_size=300))
+def test_any_notes_give_a_verdict_and_an_added_item_is_never_fix_only(text: str) -> None:
+    """Notes from a feed are untrusted: any text is read without error, and a list item under
+    "Added" always makes the release more than fixes."""
+    assert isinstance(is_fix_release("Tool 1.2.3", text), bool)
+    assert not is_fix_release("Tool 1.2.3", f"{text}\n\nAdded\n\n- A vectorised scatter lowering")
+
+
 def test_a_fix_only_release_is_not_news_but_a_release_that_adds_is() -> None:
     taxonomy = load_taxonomy()
     assert taxonomy.fix_release > 0
