@@ -97,6 +97,7 @@ def build_options(settings: Settings) -> BuildOptions:
     keys = frozenset(spec.key for spec in sources(settings))  # failed sources: these only
     return BuildOptions(timezone=settings.timezone, locales=tuple(settings.locales),
                         max_events=settings.max_events, llm_top_events=settings.llm_top_events,
+                        llm_triage=settings.llm_triage, llm_triage_limit=settings.llm_triage_limit,
                         include_prereleases=settings.include_prereleases, weights=weights,
                         source_keys=keys)
 

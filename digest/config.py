@@ -47,6 +47,7 @@ _LINE_BREAK = re.compile(r"[\r\n\x00\u2028\u2029\x85]")
 log = logging.getLogger(__name__)
 
 SmtpTls = Literal["auto", "starttls", "ssl", "none"]
+LlmTriage = Literal["all", "borderline"]  # digest.build.triage.TriageScope
 
 
 # -- the checks beyond the kind (each returns the value to keep or raises ValueError with the message) ----
@@ -217,6 +218,8 @@ class Settings:
     include_prereleases: bool = False
     score_weights: Annotated[dict[str, float], Rule(check=_weights)] = field(default_factory=dict)
     llm_timeout: Annotated[float, Rule(gt=0, le=3600)] = 60.0
+    llm_triage: LlmTriage = "all"  # the events the LLM judges: all, or the rules' borderline ones
+    llm_triage_limit: Annotated[int, Rule(ge=0, le=100_000)] = 150  # = digest.build.triage.TRIAGE_LIMIT
 
     smtp_host: Annotated[str | None, Rule(check=_one_token)] = None
     smtp_port: Annotated[int, Rule(ge=1, le=65535)] = 587

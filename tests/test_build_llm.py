@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
 from digest.analyze.taxonomy import load_taxonomy
-from digest.build import analyze
+from digest.build import triage
 from digest.build.pipeline import FALLBACK_NOTES, BuildOptions, build_digest
 from digest.domain.views import EventView
 from digest.render.renderer import FORMATS, Renderer
@@ -30,13 +30,19 @@ from tests.fake_llm import FakeLLM, Reply, Seen, answer, server_error
 
 MODEL = "fake-model"
 OPTIONS = BuildOptions(locales=("zh", "en"))
+BORDERLINE = replace(OPTIONS, llm_triage="borderline")  # the triage asks about borderline events only
 # The triage tests run on the rules alone: NCCL and SHEETS are borderline by the rules' band
 # (tests/test_learned.py checks what borderline means with the shipped relevance model).
 RULES = replace(load_taxonomy(), model=None)
 
 
 def _respond(body: dict[str, Any]) -> Reply:
-    """Answer like a careful model, except that it invents a figure for Splyce."""
+    """Answer like a careful model, except that it invents a figure for Splyce.
+
+    The triage finds every entry relevant and leaves the layers to the rules.
+    """
+    if _is_triage(body):
+        return _confirming(body)
     user = json.loads(body["messages"][-1]["content"])
     zh = "中" in body["messages"][0]["content"][:40] or "编辑" in body["messages"][0]["content"]
     if "event_title" in user:
@@ -52,6 +58,12 @@ def _respond(body: dict[str, Any]) -> Reply:
     return answer({"title": "今日编译要闻" if zh else "Compiler news of the day",
                    "overview": "三项工作。" if zh else "Three pieces of work.",
                    "watchlist": ["Splyce"]})
+
+
+def _confirming(body: dict[str, Any]) -> Reply:
+    """A triage answer that finds every entry relevant and leaves the layers to the rules."""
+    asked = json.loads(body["messages"][-1]["content"])["items"]
+    return answer({"items": [{"id": row["id"], "relevant": True, "layers": []} for row in asked]})
 
 
 @pytest.fixture
@@ -80,8 +92,8 @@ async def test_llm_build_writes_checks_figures_and_caches(
     client = _client(llm_server, sessions)
     report = await build_digest(sessions, DAY, OPTIONS, now=NOW, llm=client)
     await client.aclose()
-    # 3 events + 1 day, in 2 locales
-    assert len(llm_server.requests) == 8
+    # the triage, then 3 events + 1 day, in 2 locales
+    assert len(llm_server.requests) == 9
     assert report.tokens > 0 and report.generation_mode == "mixed"
     assert report.llm["fallbacks"] == {"figures": 2}
     async with sessions() as session:
@@ -97,7 +109,7 @@ async def test_llm_build_writes_checks_figures_and_caches(
     client = _client(llm_server, sessions)
     again = await build_digest(sessions, DAY, OPTIONS, now=NOW, llm=client, force=True)
     await client.aclose()
-    assert len(llm_server.requests) == 8, "a rebuild is served from the cache"
+    assert len(llm_server.requests) == 9, "a rebuild is served from the cache"
     assert again.tokens == 0 and again.generation_mode == "mixed"
 
 
@@ -111,7 +123,7 @@ async def test_llm_failure_never_blocks_the_digest(
     await client.aclose()
     assert report.created and report.events == 3
     assert report.generation_mode == "extractive"
-    assert sum(report.llm["fallbacks"].values()) == 4
+    assert report.llm["fallbacks"] == {"server_error": 4, "triage_server_error": 1}
 
 
 # --- LLM triage of borderline events ------------------------------------------------------------
@@ -163,12 +175,13 @@ async def test_triage_promotes_and_demotes_borderline_events_in_one_call(
     await _borderline_day(sessions)
     llm_server.default = _judging(lambda title: "NCCL" in title)
     client = _client(llm_server, sessions)
-    report = await build_digest(sessions, DAY, OPTIONS, now=NOW, llm=client, taxonomy=RULES)
+    report = await build_digest(sessions, DAY, BORDERLINE, now=NOW, llm=client, taxonomy=RULES)
     await client.aclose()
     assert len(_triage_requests(llm_server)) == 1
     asked = json.loads(_triage_requests(llm_server)[0].user)["items"]
     assert sorted(row["title"] for row in asked) == sorted([NCCL[0], SHEETS[0]])
-    assert report.triage == {"asked": 2, "answered": 2, "promoted": 1, "demoted": 1}
+    assert report.triage == {"asked": 2, "answered": 2, "promoted": 1, "demoted": 1,
+                             "relayered": 0}
     shown = await _titles(sessions)
     assert SHEETS[0] not in shown, "a borderline positive the model rejects disappears"
     nccl = shown[NCCL[0]]
@@ -183,11 +196,77 @@ async def test_triage_promotes_and_demotes_borderline_events_in_one_call(
 
     requests = len(llm_server.requests)
     client = _client(llm_server, sessions)
-    again = await build_digest(sessions, DAY, OPTIONS, now=NOW, llm=client, taxonomy=RULES, force=True)
+    again = await build_digest(sessions, DAY, BORDERLINE, now=NOW, llm=client, taxonomy=RULES, force=True)
     await client.aclose()
     assert len(llm_server.requests) == requests, "a rebuild is served from the cache"
     assert again.tokens == 0 and again.triage == report.triage
     assert await _titles(sessions) == shown
+
+
+async def test_by_default_the_triage_judges_every_event_with_its_text_and_its_layers_stand(
+    sessions: SessionFactory, llm_server: FakeLLM
+) -> None:
+    await _borderline_day(sessions)
+    named = {"Torch-PIM": ["tensor_ir", "hardware_backend", "quantum_ir"], "NCCL": ["distributed"]}
+
+    def respond(body: dict[str, Any]) -> Reply:
+        if not _is_triage(body):
+            return _respond(body)
+        asked = json.loads(body["messages"][-1]["content"])["items"]
+        return answer({"items": [
+            {"id": row["id"], "relevant": "Spreadsheet" not in row["title"],
+             "layers": next((v for k, v in named.items() if k in row["title"]), [])}
+            for row in asked]})
+
+    llm_server.default = respond
+    client = _client(llm_server, sessions)
+    report = await build_digest(sessions, DAY, OPTIONS, now=NOW, llm=client, taxonomy=RULES)
+    await client.aclose()
+    (asked,) = [json.loads(seen.user)["items"] for seen in _triage_requests(llm_server)]
+    assert sorted(row["title"] for row in asked) == sorted([*(t for t, _ in COMPILER_PAPERS),
+                                                           NCCL[0], SHEETS[0]])
+    pim = next(row for row in asked if row["title"].startswith("Torch-PIM"))
+    assert (pim["kind"], pim["source"]) == ("paper", "arXiv cs.PL")
+    assert pim["text"].startswith("Torch-PIM applies profile-guided optimization")
+    assert report.triage == {"asked": 5, "answered": 5, "promoted": 1, "demoted": 1,
+                             "relayered": 1}
+    async with sessions() as session:
+        stored = {e.title: e for e in (await session.scalars(select(Event))).all()}
+    assert stored[COMPILER_PAPERS[2][0]].layers == ["tensor_ir", "hardware_backend"], (
+        "the model's known layers replace the rules' (an unknown id is dropped)")
+    assert stored[NCCL[0]].relevant and stored[NCCL[0]].layers == ["distributed"]
+    assert not stored[SHEETS[0]].relevant and stored[SHEETS[0]].layers == []
+    splyce = stored[COMPILER_PAPERS[0][0]]
+    assert splyce.relevant and splyce.layers, "no layers named: the rules' stand"
+    written = {json.loads(seen.user)["event_title"]: json.loads(seen.user)["layers"]
+               for seen in llm_server.requests if "event_title" in seen.user}
+    assert written[COMPILER_PAPERS[2][0]] == ["tensor_ir", "hardware_backend"], (
+        "the write-up is asked with the judged layers")
+
+
+@pytest.mark.parametrize("limit", [0, 2])
+async def test_the_triage_asks_about_the_rules_news_first_up_to_its_limit(
+    sqlite_sessions: SessionFactory, llm_server: FakeLLM, limit: int
+) -> None:
+    await _borderline_day(sqlite_sessions)
+    client = _client(llm_server, sqlite_sessions)
+    report = await build_digest(sqlite_sessions, DAY, replace(OPTIONS, llm_triage_limit=limit),
+                                now=NOW, llm=client, taxonomy=RULES)
+    await client.aclose()
+    asked = [row["title"] for seen in _triage_requests(llm_server)
+             for row in json.loads(seen.user)["items"]]
+    assert len(asked) == limit and report.triage["asked"] == limit
+    async with sqlite_sessions() as session:
+        news = {e.title for e in (await session.scalars(select(Event))).all() if e.relevant}
+    assert set(asked) <= news and NCCL[0] not in asked, "the rules' news first"
+
+
+def test_the_triage_limit_is_one_number_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    from digest.config import load_settings
+
+    monkeypatch.delenv("DIGEST_LLM_TRIAGE_LIMIT", raising=False)
+    assert load_settings().llm_triage_limit == triage.TRIAGE_LIMIT == BuildOptions().llm_triage_limit
+    assert load_settings().llm_triage == BuildOptions().llm_triage == "all"
 
 
 async def test_triage_failure_keeps_the_rules_verdicts(
@@ -196,11 +275,11 @@ async def test_triage_failure_keeps_the_rules_verdicts(
     await _borderline_day(sqlite_sessions)
     llm_server.default = lambda body: server_error(500) if _is_triage(body) else _respond(body)
     client = _client(llm_server, sqlite_sessions)
-    report = await build_digest(sqlite_sessions, DAY, OPTIONS, now=NOW, llm=client, taxonomy=RULES)
+    report = await build_digest(sqlite_sessions, DAY, BORDERLINE, now=NOW, llm=client, taxonomy=RULES)
     await client.aclose()
     assert len(_triage_requests(llm_server)) == client.max_attempts
     assert report.created and report.triage == {"asked": 2, "answered": 0, "promoted": 0,
-                                                "demoted": 0}
+                                                "demoted": 0, "relayered": 0}
     assert report.llm["fallbacks"]["triage_server_error"] == 1
     shown = await _titles(sqlite_sessions)
     assert SHEETS[0] in shown and NCCL[0] not in shown
@@ -229,7 +308,7 @@ async def test_triage_is_asked_with_no_transaction_open(
 
     llm_server.default = respond
     client = _client(llm_server, sqlite_sessions)
-    report = await build_digest(sqlite_sessions, DAY, OPTIONS, now=NOW, llm=client, taxonomy=RULES)
+    report = await build_digest(sqlite_sessions, DAY, BORDERLINE, now=NOW, llm=client, taxonomy=RULES)
     await client.aclose()
     assert writable == [True] and report.triage["promoted"] == 1
 
@@ -239,7 +318,7 @@ async def test_many_borderline_events_take_one_call_per_batch(
     sqlite_sessions: SessionFactory, llm_server: FakeLLM, monkeypatch: pytest.MonkeyPatch,
     batch: int, calls: int,
 ) -> None:
-    monkeypatch.setattr(analyze, "TRIAGE_BATCH", batch)
+    monkeypatch.setattr(triage, "TRIAGE_BATCH", batch)
     blog = await add_source(sqlite_sessions, "systems-blog", name="Systems Blog", weight=0.6)
     for n in range(30):  # a distinct number in each title: distinct works
         title, summary = (NCCL, SHEETS)[n % 2]
@@ -247,12 +326,14 @@ async def test_many_borderline_events_take_one_call_per_batch(
                         WINDOW.start + dt.timedelta(minutes=n + 1))
     llm_server.default = _judging(lambda title: "NCCL" in title)
     client = _client(llm_server, sqlite_sessions)
-    report = await build_digest(sqlite_sessions, DAY, BuildOptions(), now=NOW, llm=client, taxonomy=RULES)
+    report = await build_digest(sqlite_sessions, DAY, BuildOptions(llm_triage="borderline"),
+                                now=NOW, llm=client, taxonomy=RULES)
     await client.aclose()
     triaged = _triage_requests(llm_server)
     assert len(triaged) == calls
     assert sum(len(json.loads(seen.user)["items"]) for seen in triaged) == 30
-    assert report.triage == {"asked": 30, "answered": 30, "promoted": 15, "demoted": 15}
+    assert report.triage == {"asked": 30, "answered": 30, "promoted": 15, "demoted": 15,
+                             "relayered": 0}
     assert report.events == 12 and all("NCCL" in t for t in await _titles(sqlite_sessions, "zh"))
 
 
@@ -261,7 +342,8 @@ async def test_extractive_mode_never_triages(sqlite_sessions: SessionFactory,
     await _borderline_day(sqlite_sessions)
     report = await build_digest(sqlite_sessions, DAY, OPTIONS, now=NOW)
     assert llm_server.requests == []
-    assert report.triage == {"asked": 0, "answered": 0, "promoted": 0, "demoted": 0}
+    assert report.triage == {"asked": 0, "answered": 0, "promoted": 0, "demoted": 0,
+                             "relayered": 0}
     shown = await _titles(sqlite_sessions)
     assert SHEETS[0] in shown and NCCL[0] not in shown, "the rules decide"
 
@@ -283,6 +365,8 @@ class _Timed:
         self.spans: list[tuple[str, bool, float, float]] = []  # (kind, zh, start, end)
 
     def __call__(self, body: dict[str, Any]) -> Reply:
+        if _is_triage(body):
+            return _confirming(body)
         user = json.loads(body["messages"][-1]["content"])
         kind = "event" if "event_title" in user else "day"
         with self.lock:
@@ -308,7 +392,7 @@ async def test_event_writeups_run_concurrently_in_rank_order(
     client = _client(llm_server, sqlite_sessions)
     report = await build_digest(sqlite_sessions, DAY, OPTIONS, now=NOW, llm=client)
     await client.aclose()
-    assert len(llm_server.requests) == 8 and timed.most == 6
+    assert len(llm_server.requests) == 9 and timed.most == 6
     for zh in (True, False):
         events = [end for kind, lang, _, end in timed.spans if kind == "event" and lang == zh]
         (day_start,) = [start for kind, lang, start, _ in timed.spans if kind == "day" and lang == zh]
@@ -347,7 +431,9 @@ _WORKS = [
 
 
 def _careful(body: dict[str, Any]) -> Reply:
-    """A model that states no figure: every event write-up passes; the day too."""
+    """A model that states no figure: every event write-up passes; the day too (the triage confirms)."""
+    if _is_triage(body):
+        return _confirming(body)
     user = json.loads(body["messages"][-1]["content"])
     zh = "编辑" in body["messages"][0]["content"]
     if "event_title" in user:
@@ -417,10 +503,10 @@ async def test_all_twelve_shown_events_are_written_one_request_each_a_few_at_a_t
     report = await build_digest(sqlite_sessions, DAY, BuildOptions(), now=NOW, llm=client)
     await client.aclose()
     assert report.events == 12 and report.generation_mode == MODEL
-    assert len(_event_requests(llm_server)) == 12 and len(llm_server.requests) == 13, (
+    assert len(_event_requests(llm_server)) == 12 and len(llm_server.requests) == 14, (
         "one request per shown event and one for the day: nothing asked twice, nothing unshown")
     assert 1 <= counting.most <= BuildOptions().llm_concurrency
-    assert report.llm["calls"] == 13 and report.llm["fallbacks"] == {}
+    assert report.llm["calls"] == 14 and report.llm["fallbacks"] == {}
     async with sqlite_sessions() as session:
         view = await load_view(session, DAY, "zh")
     assert [e.written_by for e in view.events] == [MODEL] * 12
@@ -429,7 +515,7 @@ async def test_all_twelve_shown_events_are_written_one_request_each_a_few_at_a_t
     client = _client(llm_server, sqlite_sessions)
     again = await build_digest(sqlite_sessions, DAY, BuildOptions(), now=NOW, llm=client, force=True)
     await client.aclose()
-    assert len(llm_server.requests) == 13 and again.tokens == 0, "a rebuild costs nothing"
+    assert len(llm_server.requests) == 14 and again.tokens == 0, "a rebuild costs nothing"
 
 
 _OPENING = ("KernelBraid searches the space of Triton attention kernels with an agent that "

@@ -35,6 +35,7 @@ from digest.domain.errors import StorageError
 from digest.store.db import SessionFactory, is_disconnect
 from digest.store.models import Delivery, Subscriber
 from digest.store.queries import load_view
+from digest.write import prompts
 from digest.write.llm import LLMClient
 from tests.builders import DAY, WINDOW, add_compiler_papers, add_entry, add_source
 from tests.builders import NOW as BUILD_NOW
@@ -151,9 +152,12 @@ LLM_FAULTS = {"Splyce": "429", "Learning": "500", "Torch-PIM": "not JSON", "Tili
 
 
 def _writer(seen: Counter[str]) -> Callable[[dict[str, Any]], FakeReply]:
-    """Answer each event's prompt as :data:`LLM_FAULTS` says; the day's prompt well."""
+    """Answer each event's prompt as :data:`LLM_FAULTS` says; the triage and the day's prompt well."""
     def respond(body: dict[str, Any]) -> FakeReply:
         user = json.loads(body["messages"][-1]["content"])
+        if body["messages"][0]["content"] == prompts.TRIAGE_SYSTEM:  # every event relevant
+            return answer({"items": [{"id": row["id"], "relevant": True, "layers": []}
+                                     for row in user["items"]]})
         if "event_title" not in user:
             return answer({"title": "Compiler news of the day", "overview": "Five pieces of work.",
                            "watchlist": ["Splyce"]})

@@ -14,9 +14,17 @@ from fake_llm import FakeLLM, answer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from digest.domain.layers import LAYER_IDS
 from digest.domain.status import WriteMode
 from digest.domain.views import DigestView, EventView
-from digest.domain.writeups import EventInput, EventWriteup, SourceText, overall_mode
+from digest.domain.writeups import (
+    EventInput,
+    EventWriteup,
+    SourceText,
+    TriageAnswer,
+    TriageQuestion,
+    overall_mode,
+)
 from digest.store.db import SessionFactory
 from digest.write import prompts
 from digest.write.llm import LLMClient
@@ -27,6 +35,7 @@ from digest.write.writer import (
     llm_day,
     llm_event,
     llm_triage,
+    triage_answers,
 )
 
 CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
@@ -225,20 +234,33 @@ async def test_llm_day_without_events_asks_nothing(fake: FakeLLM, client: LLMCli
     assert fake.requests == []
 
 
-async def test_triage_keeps_only_the_ids_asked(fake: FakeLLM, client: LLMClient) -> None:
+def _asked(*titles: str) -> list[TriageQuestion]:
+    return [TriageQuestion(n, "paper", "arXiv cs.PL", title, f"About {title}.")
+            for n, title in enumerate(titles, start=1)]
+
+
+async def test_triage_keeps_only_the_ids_asked_and_the_known_layers(
+    fake: FakeLLM, client: LLMClient
+) -> None:
     fake.script(answer({"items": [
-        {"id": 1, "relevant": True}, {"id": "2", "relevant": False}, {"id": 99, "relevant": True},
+        {"id": 1, "relevant": True, "layers": ["tensor_ir", "quantum_ir", {"x": 1}, "tensor_ir"]},
+        {"id": "2", "relevant": False, "layers": ["runtime"]}, {"id": 99, "relevant": True},
         {"id": 3, "relevant": "yes"}, {"id": True, "relevant": True}, "junk",
+        {"id": 4, "relevant": True, "layers": "kernel_codegen"},
     ]}))
-    got = await llm_triage(client, [(1, "MLIR sparse"), (2, "Hiring"), (3, "Triton 3.4")])
-    assert got == {1: True, 2: False}
-    assert json.loads(fake.requests[0].user)["items"][0] == {"id": 1, "title": "MLIR sparse"}
+    got = await llm_triage(client, _asked("MLIR sparse", "Hiring", "Triton 3.4", "CUDA graphs"))
+    assert got == {1: TriageAnswer(True, ("tensor_ir",)), 2: TriageAnswer(False, ()),
+                   4: TriageAnswer(True, ())}
+    sent = json.loads(fake.requests[0].user)["items"][0]
+    assert sent == {"id": 1, "kind": "paper", "source": "arXiv cs.PL", "title": "MLIR sparse",
+                    "text": "About MLIR sparse."}
+    assert fake.requests[0].system == prompts.TRIAGE_SYSTEM
 
 
 async def test_triage_without_items_list_is_a_failure(fake: FakeLLM, client: LLMClient) -> None:
     fake.script(answer({"relevant": [1]}))
     stats = WriteStats()
-    assert await llm_triage(client, [(1, "x")], stats=stats) is None
+    assert await llm_triage(client, _asked("x"), stats=stats) is None
     assert stats.fallbacks == {"triage_invalid": 1}
     assert await llm_triage(client, []) == {}
     assert len(fake.requests) == 1
@@ -522,3 +544,24 @@ def test_flattened_headings_bylines_and_travel_chatter_are_dropped() -> None:
                            "HPC.capabilities. The runtime schedules data blocks.")
     assert lead("Compared to A100 the kernel is 2x faster on B200.") == (
         "Compared to A100 the kernel is 2x faster on B200.")  # prose, not a heading
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=12)
+                     | st.sampled_from([*LAYER_IDS, "quantum_ir"]),
+                     lambda inner: st.lists(inner, max_size=4)
+                     | st.dictionaries(st.sampled_from(["id", "relevant", "layers", "note"]), inner,
+                                       max_size=4),
+                     max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(_JSON, max_size=8), asked=st.sets(st.integers(0, 5), max_size=4))
+def test_a_triage_answer_is_never_more_than_verdicts_on_the_ids_asked(
+    rows: list[object], asked: set[int]
+) -> None:
+    """Whatever JSON the model returns: verdicts on asked ids, known layers, none if not relevant."""
+    got = triage_answers(rows, asked)
+    assert set(got) <= asked
+    for verdict in got.values():
+        assert isinstance(verdict.relevant, bool) and set(verdict.layers) <= set(LAYER_IDS)
+        assert verdict.relevant or verdict.layers == ()

@@ -515,15 +515,21 @@ def is_borderline(verdict: Classification, taxonomy: Taxonomy) -> bool:
     return abs(news_margin(verdict.totals, verdict.evidence, taxonomy)) < band
 
 
-def with_verdict(verdict: Classification, relevant: bool, taxonomy: Taxonomy) -> Classification:
+def with_verdict(verdict: Classification, relevant: bool, taxonomy: Taxonomy,
+                 layers: Sequence[str] = ()) -> Classification:
     """``verdict`` with a triage decision applied (recorded as ``evidence["triage"]``).
 
-    Promoted: relevant, with the strength and the layers its totals give (still
-    not relevant when they give no layer). Demoted: not relevant, no layers, no
-    strength (as the rules leave a negative).
+    Relevant: the triage's ``layers`` when it named any, else the verdict's own (a
+    promotion: those its totals give, and still not relevant when they give none);
+    a promotion takes the strength its totals give. Not relevant: no layers, no strength
+    (as the rules leave a negative).
     """
     evidence = {**verdict.evidence, "triage": ["relevant" if relevant else "not_relevant"]}
-    if relevant == verdict.relevant:
+    if not relevant:
+        return replace(verdict, relevant=False, relevance=0.0, layers=(), evidence=evidence)
+    chosen = tuple(layers) or (verdict.layers if verdict.relevant
+                               else layers_of(verdict.totals, taxonomy))
+    if not chosen:
         return replace(verdict, evidence=evidence)
-    relevant, strength, layers = decide(verdict.totals, taxonomy, relevant)
-    return replace(verdict, relevant=relevant, relevance=strength, layers=layers, evidence=evidence)
+    strength = verdict.relevance if verdict.relevant else _strength(verdict.totals, taxonomy)
+    return replace(verdict, relevant=True, relevance=strength, layers=chosen, evidence=evidence)

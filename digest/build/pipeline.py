@@ -37,6 +37,7 @@ from digest.analyze.score import ScoreWeights
 from digest.analyze.taxonomy import Taxonomy, load_taxonomy
 from digest.build.analyze import analyze
 from digest.build.event_store import EventRecord, to_item
+from digest.build.triage import TRIAGE_LIMIT, TriageScope
 from digest.domain.errors import UsageError
 from digest.domain.items import Item
 from digest.domain.status import FetchStatus, WriteMode
@@ -70,6 +71,8 @@ class BuildOptions:
     max_events: int = 12
     llm_top_events: int = 12  # the settings default it to max_events: every shown event
     llm_concurrency: int = 6
+    llm_triage: TriageScope = "all"  # the events the LLM judges (digest.build.triage)
+    llm_triage_limit: int = TRIAGE_LIMIT  # at most this many a build
     include_prereleases: bool = False
     weights: ScoreWeights = field(default_factory=ScoreWeights)
     source_keys: frozenset[str] | None = None  # the sources file in use; None: every stored source
@@ -121,7 +124,8 @@ async def build_digest(
     stats = WriteStats()
     items = [to_item(e, selection.sources[e.source_id]) for e in selection.entries]
     analysis = await analyze(sessions, items, taxonomy, options.weights, now=now, date=date,
-                             include_prereleases=options.include_prereleases, llm=llm, stats=stats)
+                             include_prereleases=options.include_prereleases, llm=llm, stats=stats,
+                             triage_scope=options.llm_triage, triage_limit=options.llm_triage_limit)
     briefs = _briefs(analysis.records, analysis.roundups)
     ranked = _rank([r for r in analysis.records if r.event_id not in analysis.roundups],
                    options.max_events)

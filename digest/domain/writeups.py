@@ -49,6 +49,26 @@ class SourceText:
 
 
 @dataclass(frozen=True)
+class TriageQuestion:
+    """One event put to the LLM triage: its primary entry's id, kind, source, title and text."""
+
+    entry_id: int
+    kind: str  # paper | blog | release | roundup (:func:`item_kind`)
+    source: str
+    title: str
+    summary: str
+    body: str = ""
+
+
+@dataclass(frozen=True)
+class TriageAnswer:
+    """The LLM triage's verdict on one event: relevant or not, and the known layer ids it named."""
+
+    relevant: bool
+    layers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class EventInput:
     """An event to write up: its rule layers, score and sources (primary first)."""
 

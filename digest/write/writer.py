@@ -14,7 +14,7 @@ the client. An LLM answer is used only when:
    otherwise the write-up falls back and ``figures`` is counted.
 
 The day's title, overview and watch list follow the same rules against the
-event write-ups (:func:`llm_day`); :func:`llm_triage` screens many titles in one call.
+event write-ups (:func:`llm_day`); :func:`llm_triage` judges many entries (relevance and layers) in one call.
 """
 
 from __future__ import annotations
@@ -23,14 +23,21 @@ import datetime as dt
 import logging
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from digest.analyze.figures import unsupported_figures
 from digest.domain.daytext import extractive_day
 from digest.domain.layers import LAYER_IDS
-from digest.domain.writeups import DayWriteup, EventInput, EventWriteup, SourceText
+from digest.domain.writeups import (
+    DayWriteup,
+    EventInput,
+    EventWriteup,
+    SourceText,
+    TriageAnswer,
+    TriageQuestion,
+)
 from digest.write import prompts
 from digest.write.extractive import clean_text, extractive_event
 from digest.write.llm import LLMAnswer, LLMClient, LLMFailure
@@ -42,6 +49,7 @@ __all__ = [
     "llm_day",
     "llm_event",
     "llm_triage",
+    "triage_answers",
 ]
 
 log = logging.getLogger(__name__)
@@ -153,12 +161,18 @@ async def llm_day(
 
 
 async def llm_triage(
-    client: LLMClient, items: Sequence[tuple[int, str]], *, stats: WriteStats | None = None
-) -> dict[int, bool] | None:
-    """Relevance of many titles in one call: {id: relevant} for the ids asked, or None."""
-    if not items:
+    client: LLMClient, questions: Sequence[TriageQuestion], *, stats: WriteStats | None = None
+) -> dict[int, TriageAnswer] | None:
+    """Relevance and layers of many entries in one call: {id: answer} for the ids asked, or None.
+
+    A row is kept when its id was asked and ``relevant`` is a boolean; its layers are the
+    known ids it names (unknown ones dropped, logged). A relevant row naming none leaves
+    the layers to the rules; a row that is not a verdict is ignored (the rules decide);
+    an answer without an ``items`` list is a failure (None, counted as ``triage_invalid``).
+    """
+    if not questions:
         return {}
-    user = prompts.triage_message(items)
+    user = prompts.triage_message(questions)
     answer = await _ask(client, prompts.TRIAGE_SYSTEM, user, stats, prefix="triage_")
     if answer is None:
         return None
@@ -166,12 +180,16 @@ async def llm_triage(
     if not isinstance(rows, list):
         _reject(client, stats, "triage_invalid", "triage: no 'items' list")
         return None
-    asked = {item_id for item_id, _ in items}
-    verdicts: dict[int, bool] = {}
+    return triage_answers(rows, {question.entry_id for question in questions})
+
+
+def triage_answers(rows: Sequence[object], asked: Collection[int]) -> dict[int, TriageAnswer]:
+    """The verdicts of a triage answer's rows on the ids ``asked`` (any other row is ignored)."""
+    verdicts: dict[int, TriageAnswer] = {}
     for row in rows:
-        item_id, relevant = _verdict(row)
-        if item_id in asked and relevant is not None:
-            verdicts[item_id] = relevant
+        item_id, verdict = _verdict(row)
+        if item_id is not None and item_id in asked and verdict is not None:
+            verdicts[item_id] = verdict
     return verdicts
 
 
@@ -299,14 +317,21 @@ def _layers(data: dict[str, Any], event: EventInput) -> tuple[str, ...]:
     return known or tuple(lid for lid in LAYER_IDS if lid in event.layers)
 
 
-def _verdict(row: object) -> tuple[int | None, bool | None]:
-    """(id, relevant) of one triage row; None where a field is missing or mistyped."""
+def _verdict(row: object) -> tuple[int | None, TriageAnswer | None]:
+    """(id, answer) of one triage row; None where a field is missing or mistyped."""
     if not isinstance(row, dict):
         return None, None
-    raw_id, relevant = row.get("id"), row.get("relevant")
+    raw_id, relevant, named = row.get("id"), row.get("relevant"), row.get("layers")
     item_id: int | None = None
     if isinstance(raw_id, int) and not isinstance(raw_id, bool):
         item_id = raw_id
     elif isinstance(raw_id, str) and raw_id.strip().isdigit():
         item_id = int(raw_id)
-    return item_id, relevant if isinstance(relevant, bool) else None
+    if not isinstance(relevant, bool):
+        return item_id, None
+    named = named if isinstance(named, list) else []
+    unknown = [v for v in named if v not in LAYER_IDS]
+    if unknown and relevant:
+        log.warning("triage of entry %s: dropped %d unknown layer id(s)", item_id, len(unknown))
+    layers = tuple(lid for lid in LAYER_IDS if lid in named) if relevant else ()
+    return item_id, TriageAnswer(relevant, layers)
