@@ -393,12 +393,10 @@ async def _store_snapshot(
     texts: _Texts,
     now: dt.datetime,
 ) -> None:
-    first_locale = next(iter(texts.events.values()), [])
     for rank, record in enumerate(ranked, 1):
-        layers = _shown_layers(record, first_locale[rank - 1] if first_locale else None)
         session.add(DigestEvent(digest_id=digest_id, event_id=record.event_id, rank=rank,
                                 score=record.score, score_breakdown=dict(record.breakdown),
-                                layers=layers, updated=record.updated))
+                                layers=list(record.layers), updated=record.updated))
     for locale, written in texts.events.items():
         for record, text in zip(ranked, written, strict=True):
             await _upsert_writeup(session, record.event_id, locale, text, now)
@@ -406,13 +404,6 @@ async def _store_snapshot(
         session.add(DigestText(digest_id=digest_id, locale=locale, title=day.title,
                                overview=day.overview, watchlist=list(day.watchlist),
                                mode=day.mode))
-
-
-def _shown_layers(record: EventRecord, text: EventWriteup | None) -> list[str]:
-    """The rules' layers, or the LLM's refinement of them (already checked against the closed list)."""
-    if text is not None and text.mode != WriteMode.EXTRACTIVE and text.layers:
-        return list(text.layers)
-    return list(record.layers)
 
 
 async def _upsert_writeup(

@@ -6,15 +6,16 @@ For each (event, locale) the build asks :func:`llm_event`; ``None`` means
 the client. An LLM answer is used only when:
 
 1. it is one JSON object with the required keys, of the right types and lengths
-   (unknown keys are ignored; unknown layer ids are dropped and logged, and when
-   none remain the rule layers stay);
+   (unknown keys are ignored; a write-up's layers are the event's: the classifier's,
+   or the triage's, never the writer's);
 2. it is in the reader's language (zh text for zh; for en, Chinese text only
    where the sources have it, i.e. names);
 3. every figure it states appears in the event's sources (``digest.analyze.figures``);
    otherwise the write-up falls back and ``figures`` is counted.
 
 The day's title, overview and watch list follow the same rules against the
-event write-ups (:func:`llm_day`); :func:`llm_triage` judges many entries (relevance and layers) in one call.
+event write-ups (:func:`llm_day`); :func:`llm_triage` judges many entries
+(relevance and layers) in one call.
 """
 
 from __future__ import annotations
@@ -273,7 +274,7 @@ def _event_writeup(data: dict[str, Any], event: EventInput, model: str) -> Event
         summary=_text(data, "summary", SUMMARY_MAX),
         why_it_matters=_text(data, "why_it_matters", WHY_MAX),
         watch=_strings(data, "watch", WATCH_MAX_ITEMS, WATCH_ITEM_MAX),
-        layers=_layers(data, event),
+        layers=event.layers,
         mode=model,
     )
 
@@ -303,18 +304,6 @@ def _strings(data: dict[str, Any], key: str, most: int, limit: int) -> tuple[str
     if len(value) > most or any(len(v.strip()) > limit for v in value):
         raise _Invalid(f"{key!r} over {most} items or an item over {limit} characters")
     return tuple(dict.fromkeys(v.strip() for v in value))
-
-
-def _layers(data: dict[str, Any], event: EventInput) -> tuple[str, ...]:
-    """Known layer ids of the answer; unknown ones dropped (logged); rule layers if none."""
-    value = data.get("layers")
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise _Invalid("'layers' missing or not a list of ids")
-    unknown = [v for v in value if v not in LAYER_IDS]
-    if unknown:
-        log.warning("event %d: dropped unknown layer id(s) %s", event.event_id, ", ".join(unknown))
-    known = tuple(lid for lid in LAYER_IDS if lid in value)
-    return known or tuple(lid for lid in LAYER_IDS if lid in event.layers)
 
 
 def _verdict(row: object) -> tuple[int | None, TriageAnswer | None]:
