@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 TriageScope = Literal["all", "borderline"]
 TRIAGE_SCOPES: tuple[TriageScope, ...] = ("all", "borderline")
-TRIAGE_BATCH = 25  # events per call (a bounded excerpt each: about 8,000 tokens a call)
+TRIAGE_BATCH = 25  # events per call (a bounded excerpt each: about 12,000 tokens a call)
 TRIAGE_CONCURRENCY = 4  # calls at a time
 TRIAGE_LIMIT = 150  # events asked about per build at most (DIGEST_LLM_TRIAGE_LIMIT): six calls
 

@@ -32,7 +32,7 @@ SAME_START = 60  # a body paragraph starting like the feed summary repeats it
 MAX_SOURCES = 6
 DAY_SUMMARY_LIMIT = 600
 TRIAGE_TITLE_LIMIT = 300
-TRIAGE_TEXT_LIMIT = 700  # characters of an entry's summary and body excerpt in a triage question
+TRIAGE_TEXT_LIMIT = 1500  # characters of an entry's summary and body excerpt in a triage question
 
 _LAYER_LINES = "\n".join(f"- {layer.id}: {layer.covers}" for layer in LAYERS)
 
