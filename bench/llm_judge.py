@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import json
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -33,7 +32,14 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from labelled import Example, Prediction, count, report  # noqa: E402
-from quality import _DATA, _DOUBLE_KINDS, DOUBLE_SETS, NEVER_TRAINED, load_double  # noqa: E402
+from quality import (  # noqa: E402
+    DOUBLE_KINDS,
+    DOUBLE_SETS,
+    NEVER_TRAINED,
+    double_rows,
+    load_double,
+    repository,
+)
 
 from digest.analyze.classify import classify  # noqa: E402
 from digest.analyze.taxonomy import Taxonomy, load_taxonomy  # noqa: E402
@@ -48,11 +54,9 @@ from digest.write.llm import LLMClient  # noqa: E402
 def source_names(named: str) -> dict[str, tuple[str, str | None]]:
     """A set's ids, each with the name its feed would give it and its URL (None if not one)."""
     names: dict[str, tuple[str, str | None]] = {}
-    for line in (_DATA / DOUBLE_SETS[named][0]).read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
+    for row in double_rows(named):
         source = str(row["source"])
-        name = (f"arXiv {source.split('-', 1)[1]}" if source.startswith("arxiv-")
-                else str(row["source_file"]).split(":", 1)[0])
+        name = f"arXiv {source.split('-', 1)[1]}" if source.startswith("arxiv-") else repository(row)
         url = str(row["id"]) if str(row["id"]).startswith(("http://", "https://")) else None
         names[str(row["id"])] = (name, url)
     return names
@@ -96,7 +100,7 @@ async def measure(client: LLMClient, sets: Sequence[str], taxonomy: Taxonomy) ->
         print(f"######## {named}: {len(gold)} entries ({tuned}); the LLM answered for "
               f"{counts.answered} of {counts.asked} (the rules decide the rest)")
         print(report(f"{named} (LLM triage)", count(gold, llm)))
-        for kind, name in _DOUBLE_KINDS.items():
+        for kind, name in DOUBLE_KINDS.items():
             chosen = [i for i, e in enumerate(gold) if e.source_kind == kind]
             if chosen:
                 print(_line(f"  {name} (LLM triage)", [gold[i] for i in chosen], [llm[i] for i in chosen]))

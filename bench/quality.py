@@ -202,7 +202,7 @@ NEVER_TRAINED = frozenset(named for named, (_, tuned) in DOUBLE_SETS.items() if 
 # reason; trained with double-8 as well, the layer model no longer did.
 NOT_YET_TRAINED = frozenset({"double-10", "double-11"})
 READERS = ("a", "b")
-_DOUBLE_KINDS = {"arxiv": "arxiv", "rss": "blogs", "github-releases": "releases"}
+DOUBLE_KINDS = {"arxiv": "arxiv", "rss": "blogs", "github-releases": "releases"}
 
 
 def _built_in_keys() -> frozenset[str]:
@@ -220,8 +220,7 @@ def load_double(named: str, reader: str = "") -> list[Example]:
         raise ValueError(f"unknown reader {reader!r}")
     built_in = _built_in_keys()
     examples = []
-    for line in (_DATA / DOUBLE_SETS[named][0]).read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
+    for row in double_rows(named):
         label = row["readers"][reader] if reader else row
         source = str(row["source"])
         key = source if source in built_in else _KIND_KEYS[str(row["source_kind"])]
@@ -230,10 +229,20 @@ def load_double(named: str, reader: str = "") -> list[Example]:
     return examples
 
 
+def double_rows(named: str) -> list[dict[str, Any]]:
+    """A :data:`DOUBLE_SETS` set's lines as stored (entry, adjudicated and readers' labels)."""
+    lines = (_DATA / DOUBLE_SETS[named][0]).read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def repository(row: Mapping[str, Any]) -> str:
+    """The repository a double-labelled entry was taken from (``owner/name``)."""
+    return str(row["source_file"]).split(":", 1)[0]
+
+
 def _repositories(named: str) -> dict[str, str]:
     """A double-labelled set's ids, each with the repository it was taken from."""
-    lines = (_DATA / DOUBLE_SETS[named][0]).read_text(encoding="utf-8").splitlines()
-    return {row["id"]: str(row["source_file"]).split(":", 1)[0] for row in map(json.loads, lines)}
+    return {row["id"]: repository(row) for row in double_rows(named)}
 
 
 def _agreement(name: str, quality: Quality) -> str:
@@ -272,7 +281,7 @@ def _double(named: str, taxonomy: Taxonomy, errors: str | None) -> None:
         if chosen:
             print(report(f"{named}-{name}", count([gold[i] for i in chosen], [predicted[i] for i in chosen])))
 
-    for kind, name in _DOUBLE_KINDS.items():
+    for kind, name in DOUBLE_KINDS.items():
         part(name, lambda e, kind=kind: e.source_kind == kind)
     if not tuned:  # the same blogs and projects as a tuned set (other posts, versions), or new ones
         seen = {repository for other, (_, is_tuned) in DOUBLE_SETS.items() if is_tuned

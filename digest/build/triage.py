@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Literal
 
 from digest.analyze.classify import Classification, is_borderline, news_margin, with_verdict
@@ -49,8 +49,7 @@ class TriageCounts:
 
     def as_dict(self) -> dict[str, int]:
         """A JSON-ready summary (the digest's stats keep it under ``triage``)."""
-        return {"asked": self.asked, "answered": self.answered, "promoted": self.promoted,
-                "demoted": self.demoted, "relayered": self.relayered}
+        return asdict(self)
 
 
 def question(item: Item) -> TriageQuestion:
